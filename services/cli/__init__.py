@@ -1,0 +1,1 @@
+"""The agent-canvas command-line interface."""

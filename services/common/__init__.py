@@ -1,0 +1,1 @@
+"""What every service needs and nothing domain-specific: bootstrap, auth, settings, logging, errors."""

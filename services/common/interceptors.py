@@ -1,0 +1,184 @@
+"""Server interceptors, one concern each. bootstrap.serve() installs them in this order:
+
+1. RequestContextInterceptor: request id, trace id (W3C traceparent) and deadline into contextvars,
+   plus one access-log line per RPC.
+2. AuthInterceptor: bearer token -> Identity (UNAUTHENTICATED otherwise). Health and reflection are
+   exempt so probes work without credentials.
+3. ErrorInterceptor: domain errors -> gRPC status with google.rpc details. The only broad catch in
+   the code base; unexpected exceptions become INTERNAL with a generic message and one logged traceback.
+
+Handlers never set status codes or log requests themselves.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from services.common import context, errors, status
+from services.common.auth import TokenAuthenticator
+
+logger = logging.getLogger(__name__)
+
+EXEMPT_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+
+UnaryBehavior = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
+StreamBehavior = Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]]
+Wrapper = Callable[[grpc.aio.ServicerContext, str], "Any"]
+
+
+def _rewrap(handler: grpc.RpcMethodHandler, unary_wrap, stream_wrap) -> grpc.RpcMethodHandler:
+    """Return a handler whose behaviour is wrapped; only unary-unary and unary-stream exist here."""
+    if handler is None:
+        return handler
+    if handler.unary_unary:
+        return grpc.unary_unary_rpc_method_handler(
+            unary_wrap(handler.unary_unary), handler.request_deserializer, handler.response_serializer
+        )
+    if handler.unary_stream:
+        return grpc.unary_stream_rpc_method_handler(
+            stream_wrap(handler.unary_stream), handler.request_deserializer, handler.response_serializer
+        )
+    return handler
+
+
+class _BehaviorInterceptor(grpc.aio.ServerInterceptor):
+    """Base: wraps each handler's behaviour with `around(method, request, context)`."""
+
+    def exempt(self, method: str) -> bool:
+        return False
+
+    async def before(self, method: str, context_: grpc.aio.ServicerContext) -> Any:
+        return None
+
+    def after(self, method: str, token: Any, outcome: str) -> None:
+        return None
+
+    async def intercept_service(self, continuation, handler_call_details):
+        handler = await continuation(handler_call_details)
+        method = handler_call_details.method
+        if self.exempt(method):
+            return handler
+        interceptor = self
+
+        def unary_wrap(behavior: UnaryBehavior) -> UnaryBehavior:
+            async def wrapped(request, ctx):
+                token = await interceptor.before(method, ctx)
+                outcome = "OK"
+                try:
+                    return await behavior(request, ctx)
+                except BaseException as exc:
+                    outcome = type(exc).__name__
+                    raise
+                finally:
+                    interceptor.after(method, token, outcome)
+
+            return wrapped
+
+        def stream_wrap(behavior: StreamBehavior) -> StreamBehavior:
+            async def wrapped(request, ctx):
+                token = await interceptor.before(method, ctx)
+                outcome = "OK"
+                try:
+                    async for item in behavior(request, ctx):
+                        yield item
+                except BaseException as exc:
+                    outcome = type(exc).__name__
+                    raise
+                finally:
+                    interceptor.after(method, token, outcome)
+
+            return wrapped
+
+        return _rewrap(handler, unary_wrap, stream_wrap)
+
+
+class RequestContextInterceptor(_BehaviorInterceptor):
+    """Sets request id, trace id and deadline for the RPC, and logs one line when it ends."""
+
+    async def before(self, method, ctx):
+        metadata = dict(ctx.invocation_metadata() or ())
+        trace = context.parse_traceparent(str(metadata.get("traceparent", ""))) or context.new_trace_id()
+        request_id = str(metadata.get("x-request-id") or context.new_span_id())
+        remaining = ctx.time_remaining()
+        deadline = time.monotonic() + remaining if remaining is not None else None
+        context.trace_id_var.set(trace)
+        context.request_id_var.set(request_id)
+        context.deadline_var.set(deadline)
+        return time.perf_counter()
+
+    def after(self, method, token, outcome):
+        logger.info("rpc %s %s", method, outcome, extra={"rpc_method": method, "outcome": outcome,
+                                                         "elapsed_ms": round((time.perf_counter() - token) * 1000, 2)})
+
+    def exempt(self, method):
+        return method.startswith(EXEMPT_PREFIXES)
+
+
+class AuthInterceptor(_BehaviorInterceptor):
+    """Authenticates every non-exempt RPC and exposes the Identity through services.common.context."""
+
+    def __init__(self, authenticator: TokenAuthenticator):
+        self._authenticator = authenticator
+
+    def exempt(self, method):
+        return method.startswith(EXEMPT_PREFIXES)
+
+    async def before(self, method, ctx):
+        try:
+            identity, token = self._authenticator.authenticate(ctx.invocation_metadata() or ())
+        except errors.UnauthenticatedError as exc:
+            await ctx.abort_with_status(status.to_rpc_status(exc))
+        context.identity_var.set(identity)
+        context.token_var.set(token)
+        return None
+
+
+class ErrorInterceptor(_BehaviorInterceptor):
+    """Maps exceptions to statuses. Must be the innermost interceptor."""
+
+    def exempt(self, method):
+        return method.startswith(EXEMPT_PREFIXES)
+
+    async def intercept_service(self, continuation, handler_call_details):
+        handler = await continuation(handler_call_details)
+        method = handler_call_details.method
+        if self.exempt(method):
+            return handler
+
+        async def fail(ctx: grpc.aio.ServicerContext, exc: BaseException) -> None:
+            if isinstance(exc, errors.AgentCanvasError):
+                if isinstance(exc, errors.InternalError):
+                    logger.error("internal error in %s: %s", method, exc.message, exc_info=exc)
+                await ctx.abort_with_status(status.to_rpc_status(exc))
+            logger.error("unhandled exception in %s", method, exc_info=exc)
+            await ctx.abort_with_status(status.internal_status())
+
+        def unary_wrap(behavior):
+            async def wrapped(request, ctx):
+                try:
+                    return await behavior(request, ctx)
+                except grpc.aio.AbortError:
+                    raise
+                except Exception as exc:  # the single error-to-status boundary
+                    await fail(ctx, exc)
+
+            return wrapped
+
+        def stream_wrap(behavior):
+            async def wrapped(request, ctx):
+                try:
+                    async for item in behavior(request, ctx):
+                        yield item
+                except grpc.aio.AbortError:
+                    raise
+                except Exception as exc:  # the single error-to-status boundary
+                    await fail(ctx, exc)
+
+            return wrapped
+
+        return _rewrap(handler, unary_wrap, stream_wrap)
