@@ -1,0 +1,128 @@
+"""Iteration / IterationItem and Loop / LoopItem / ExitLoop (spec §2.6, §2.7; fixes §7 item 5).
+
+A container runs its body (the nodes whose parent_id is the container) as a nested scope, one pass
+at a time, through `ctx.run_body`. The pass index is part of every body node's journal key, so the
+counters survive a takeover or a pause; nested containers work because a body may hold a container.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from services.orchestrator.core.components.base import Component, Outcome, Problem
+from services.orchestrator.core.components.operators import compare
+from services.orchestrator.core.components.registry import register
+from services.orchestrator.core.context import Frame
+from services.orchestrator.core.errors import NodeError
+from services.orchestrator.core.refs import parse_expr
+
+DEFAULT_MAX_LOOPS = 10
+
+
+@register
+class Iteration(Component):
+    type_name = "Iteration"
+    default_timeout_s = None
+
+    @classmethod
+    def check(cls, params: dict[str, Any]) -> list[Problem]:
+        return [] if params.get("items_ref") else [("items_ref", "Iteration needs items_ref (a reference to a list)")]
+
+    async def invoke(self, ctx) -> Outcome:
+        items = ctx.resolve(self.param("items_ref"))
+        if not isinstance(items, list):
+            raise NodeError(f"items_ref must resolve to an array, got {type(items).__name__}", reason="NOT_A_LIST")
+        collectors = {
+            name: spec.get("ref") for name, spec in (self.param("outputs", {}) or {}).items() if isinstance(spec, dict) and spec.get("ref")
+        }
+        collected: dict[str, list[Any]] = {name: [] for name in collectors}
+        for index, item in enumerate(items):
+            await ctx.run_body(self.id, Frame(self.id, index, item))
+            for name, ref in collectors.items():
+                collected[name].append(ctx.resolve(ref))
+        return Outcome(outputs=collected, inputs={"items": items})
+
+
+@register
+class IterationItem(Component):
+    type_name = "IterationItem"
+    default_timeout_s = None
+
+    async def invoke(self, ctx) -> Outcome:
+        frame = ctx.frame
+        if frame is None:
+            raise NodeError("IterationItem outside an Iteration", reason="BAD_CONTAINER")
+        return Outcome(outputs={"item": frame.item, "result": frame.item, "index": frame.index})
+
+
+def _condition_holds(ctx, cond: dict[str, Any]) -> bool:
+    variable = cond.get("variable")
+    operator = cond.get("operator")
+    if not variable or not operator:
+        raise NodeError("loop termination condition is incomplete", reason="BAD_CONDITION")
+    value = ctx.resolve(variable)
+    target = ctx.resolve(cond.get("value")) if cond.get("input_mode") == "variable" else cond.get("value")
+    return compare(value, operator, target)
+
+
+@register
+class Loop(Component):
+    type_name = "Loop"
+    default_timeout_s = None
+
+    @classmethod
+    def check(cls, params: dict[str, Any]) -> list[Problem]:
+        problems: list[Problem] = []
+        for i, var in enumerate(params.get("loop_variables") or []):
+            if not isinstance(var, dict) or not var.get("variable") or not var.get("input_mode"):
+                problems.append((f"loop_variables[{i}]", "Loop Variable is not complete."))
+        if str(params.get("logical_operator", "and")).lower() not in ("and", "or"):
+            problems.append(("logical_operator", "must be 'and' or 'or'"))
+        return problems
+
+    async def invoke(self, ctx) -> Outcome:
+        for var in self.param("loop_variables", []):
+            value = ctx.resolve(var.get("value")) if var.get("input_mode") == "variable" else var.get("value")
+            ctx.write(f"{self.id}@{var['variable']}", value)
+        # §7 item 5: RAGFlow's default of 0 means "never runs"; 0 or missing means the UI default.
+        maximum = int(self.param("maximum_loop_count", 0) or 0) or DEFAULT_MAX_LOOPS
+        conditions = self.param("loop_termination_condition", []) or []
+        any_of = str(self.param("logical_operator", "and")).lower() == "or"
+        index = 0
+        while index < maximum:
+            if conditions:
+                holds = [_condition_holds(ctx, c) for c in conditions]
+                if (any(holds) if any_of else all(holds)):
+                    break
+            frame = Frame(self.id, index)
+            await ctx.run_body(self.id, frame)
+            index += 1
+            if frame.exit_requested:
+                break
+        outputs = {k: v for k, v in ctx.state.outputs.get(self.id, {}).items()}
+        outputs["loop_count"] = index
+        return Outcome(outputs=outputs)
+
+
+@register
+class LoopItem(Component):
+    type_name = "LoopItem"
+    default_timeout_s = None
+
+    async def invoke(self, ctx) -> Outcome:
+        return Outcome(outputs={"index": ctx.frame.index if ctx.frame else 0})
+
+
+@register
+class ExitLoop(Component):
+    type_name = "ExitLoop"
+    default_timeout_s = None
+
+    async def invoke(self, ctx) -> Outcome:
+        if ctx.frame is None:
+            raise NodeError("ExitLoop outside a Loop", reason="BAD_CONTAINER")
+        ctx.frame.exit_requested = True
+        return Outcome()
+
+
+__all__ = ["Iteration", "IterationItem", "Loop", "LoopItem", "ExitLoop", "parse_expr"]

@@ -1,0 +1,171 @@
+"""LLM (and Agent without tools): one model call through the gateway (spec §5.7, §5.8).
+
+With a downstream Message, no exception goto and no structured-output schema, the answer streams:
+the node opens a stream channel that the Message consumes while the model is still generating
+(§4.3, §7 item 17). Otherwise the whole answer is collected. Usage goes to the run's total.
+The orchestrator never parses <think> tags: the gateway already splits reasoning from text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from services.orchestrator.core.components.base import Component, Outcome, Problem
+from services.orchestrator.core.components.registry import register
+from services.orchestrator.core.errors import NodeError
+from services.orchestrator.core.ports import ChatRequest
+
+_FLAGS = {
+    "temperature": "temperatureEnabled",
+    "top_p": "topPEnabled",
+    "max_tokens": "maxTokensEnabled",
+    "presence_penalty": "presencePenaltyEnabled",
+    "frequency_penalty": "frequencyPenaltyEnabled",
+}
+_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
+
+
+def structured_schema(params: dict[str, Any]) -> dict[str, Any] | None:
+    outputs = params.get("outputs")
+    schema = outputs.get("structured") if isinstance(outputs, dict) else None
+    if isinstance(schema, dict):
+        for nested in ("schema", "structured"):  # §1.5 B5: one level of nesting is accepted
+            if isinstance(schema.get(nested), dict) and "properties" in schema[nested]:
+                schema = schema[nested]
+        if schema.get("properties"):
+            return {k: v for k, v in schema.items() if k != "value"}
+    return None
+
+
+def parse_json_answer(text: str) -> Any:
+    text = text.rsplit("</think>", 1)[-1].strip()
+    return json.loads(_FENCE.sub("", text).strip())
+
+
+@register
+class LLM(Component):
+    type_name = "LLM"
+    default_timeout_s = 600.0
+
+    @classmethod
+    def check(cls, params: dict[str, Any]) -> list[Problem]:
+        problems: list[Problem] = []
+        prompts = params.get("prompts")
+        if prompts is not None and not isinstance(prompts, (list, str)):
+            problems.append(("prompts", "prompts must be a list of {role, content} or a string"))
+        for i, prompt in enumerate(prompts if isinstance(prompts, list) else []):
+            if not isinstance(prompt, dict) or prompt.get("role") not in ("user", "assistant", "system"):
+                problems.append((f"prompts[{i}]", "each prompt needs role user|assistant|system and content"))
+        return problems
+
+    def _messages(self, ctx) -> list[dict[str, Any]]:
+        messages: list[dict[str, Any]] = []
+        system = ctx.render(str(self.param("sys_prompt", "")))
+        if system.strip():
+            messages.append({"role": "system", "content": system})
+        window = int(self.param("message_history_window_size", 13) or 0)
+        history = list(ctx.spec.get("history") or [])[-2 * window :] if window > 0 else []
+        messages.extend({"role": h.get("role", "user"), "content": str(h.get("content", ""))} for h in history)
+        prompts = self.param("prompts", [{"role": "user", "content": "{sys.query}"}])
+        if isinstance(prompts, str):
+            prompts = [{"role": "user", "content": prompts}]
+        for prompt in prompts:
+            rendered = {"role": prompt.get("role", "user"), "content": ctx.render(str(prompt.get("content", "")))}
+            if messages and messages[-1]["role"] == rendered["role"] == "user" and len(messages) > 1 and messages[-1] is not messages[0]:
+                messages[-1] = rendered  # the configured prompt replaces the current user turn
+            else:
+                messages.append(rendered)
+        if not messages or messages[-1]["role"] != "user" or not str(messages[-1]["content"]).strip():
+            raise NodeError(f"{self.id}: the last prompt must be a non-empty user message", reason="BAD_PROMPT")
+        return messages
+
+    def thoughts(self, ctx) -> str:
+        return ""
+
+    def _request(self, ctx, messages: list[dict[str, Any]], schema: dict[str, Any] | None) -> ChatRequest:
+        request = ChatRequest(model=str(self.param("llm_id", "")), messages=messages, json_schema=schema)
+        for name, flag in _FLAGS.items():
+            if self.params.get(flag) and self.params.get(name) is not None:
+                setattr(request, name, int(self.params[name]) if name == "max_tokens" else float(self.params[name]))
+        thinking = self.params.get("thinking")
+        if thinking and thinking != "default":
+            request.thinking = str(thinking)
+        request.request_id = f"{ctx.spec.get('run_id', '')}:{self.id}:{ctx.scope}:{ctx.attempt}"
+        return request
+
+    def wants_stream(self, ctx) -> bool:
+        has_goto = self.params.get("exception_method") == "goto" and self.params.get("exception_goto")
+        return "Message" in ctx.downstream_types() and not has_goto and structured_schema(self.params) is None
+
+    async def invoke(self, ctx) -> Outcome:
+        if ctx.services.llm is None:
+            raise NodeError("no model gateway is configured", reason="NO_GATEWAY")
+        schema = structured_schema(self.params)
+        messages = self._messages(ctx)
+        if schema is not None:
+            return await self._structured(ctx, messages, schema)
+        stream = None
+        if self.wants_stream(ctx):
+            stream = ctx.stream_of(self.id)
+            if stream is None or stream.closed or stream.text_so_far():
+                stream = ctx.open_stream()
+        text = await self._call(ctx, self._request(ctx, messages, None), stream)
+        return Outcome(outputs={"content": text}, inputs={"messages": messages})
+
+    async def _structured(self, ctx, messages, schema) -> Outcome:
+        attempts = int(self.param("max_retries", 0) or 0) + 1
+        for _ in range(attempts):
+            text = await self._call(ctx, self._request(ctx, messages, schema), None)
+            try:
+                value = parse_json_answer(text)
+            except ValueError:
+                messages = [*messages, {"role": "assistant", "content": text},
+                            {"role": "user", "content": "The answer could not be parsed as JSON. Reply with JSON only."}]
+                continue
+            return Outcome(outputs={"structured": value, "content": text}, inputs={"messages": messages})
+        raise NodeError(f"{self.id}: the model's answer is not valid JSON for the schema", reason="INVALID_STRUCTURED_OUTPUT")
+
+    async def _call(self, ctx, request: ChatRequest, stream) -> str:
+        text: list[str] = []
+        error = ""
+        retryable = False
+        try:
+            async for chunk in ctx.services.llm.chat_stream(request):
+                if chunk.kind == "text":
+                    text.append(chunk.text)
+                    if stream is not None:
+                        stream.push("text", chunk.text)
+                elif chunk.kind in ("think_start", "think_delta", "think_end"):
+                    if stream is not None:
+                        stream.push(chunk.kind, chunk.text)
+                elif chunk.kind == "usage" and chunk.usage is not None:
+                    ctx.usage.add(chunk.usage)
+                elif chunk.kind == "finish" and chunk.error:
+                    error, retryable = chunk.error, chunk.retryable
+        except NodeError as exc:
+            error, retryable = exc.message, exc.retryable
+        if error:
+            # Once text reached a consumer, a retry would duplicate it: only retry untouched streams.
+            partial = stream is not None and bool(stream.text_so_far())
+            if stream is not None and (partial or not retryable):
+                stream.close(error)
+            raise NodeError(f"{self.id}: model call failed: {error}", reason="MODEL_ERROR", retryable=retryable and not partial)
+        if stream is not None:
+            stream.close()
+        return "".join(text)
+
+
+@register
+class Agent(LLM):
+    """An Agent without tools behaves like an LLM (spec §5.8); tools come with a later issue."""
+
+    type_name = "Agent"
+    default_timeout_s = 1200.0
+
+    @classmethod
+    def unsupported(cls, params: dict[str, Any]) -> list[Problem]:
+        if params.get("tools") or params.get("mcp"):
+            return [("tools", "Agent tools and MCP servers are not supported by this orchestrator yet")]
+        return []

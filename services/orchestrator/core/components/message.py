@@ -1,0 +1,134 @@
+"""Message: renders a template, streaming upstream LLM output as typed events (spec §4.3, §5.3).
+
+Segments are emitted in template order. A reference to a producer that is streaming (an LLM whose
+stream channel is open) forwards its chunks live: text → MessageDelta, reasoning → ThinkStart /
+ThinkDelta / ThinkEnd. Other references are stringified with the one rule (core/render.py).
+The variant among several `content` templates is chosen with the run's seeded RNG (§7 item 27).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from services.orchestrator.core import events as ev
+from services.orchestrator.core.components.base import Component, Outcome, Problem
+from services.orchestrator.core.components.registry import register
+from services.orchestrator.core.refs import Ref, tokenize
+from services.orchestrator.core.render import stringify
+
+_DOWNLOAD_KEYS = ("doc_id", "filename", "mime_type")
+
+
+def as_download(value: Any) -> list[dict[str, Any]] | None:
+    """A DocGenerator-style download descriptor (dict, list of dicts, or their JSON), else None."""
+    if isinstance(value, str) and value.lstrip().startswith(("{", "[")):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    if isinstance(value, dict) and all(k in value for k in _DOWNLOAD_KEYS):
+        return [value]
+    if isinstance(value, list) and value and all(isinstance(v, dict) and all(k in v for k in _DOWNLOAD_KEYS) for v in value):
+        return value
+    return None
+
+
+def content_variants(params: dict[str, Any]) -> list[str]:
+    content = params.get("content")
+    if isinstance(content, str):
+        return [content] if content else []
+    if isinstance(content, list):
+        return [c if isinstance(c, str) else stringify(c) for c in content if c not in (None, "")]
+    return []
+
+
+@register
+class Message(Component):
+    type_name = "Message"
+    default_timeout_s = 600.0
+
+    @classmethod
+    def check(cls, params: dict[str, Any]) -> list[Problem]:
+        return [] if content_variants(params) else [("content", "Message needs at least one non-empty content template")]
+
+    async def invoke(self, ctx) -> Outcome:
+        variants = content_variants(self.params)
+        template = variants[0] if len(variants) == 1 else ctx.rng().choice(variants)
+        streaming = bool(self.param("stream", True)) and "{%" not in template
+        text_parts: list[str] = []
+        downloads: list[dict[str, Any]] = []
+        buffered: list[str] = []
+
+        def emit_text(piece: str) -> None:
+            if not piece:
+                return
+            text_parts.append(piece)
+            if streaming:
+                ctx.emit(ev.MESSAGE_DELTA, {"component_id": self.id, "content": piece})
+            else:
+                buffered.append(piece)
+
+        resolver = ctx.resolver
+        for token in tokenize(template):
+            if isinstance(token, str):
+                emit_text(token)
+                continue
+            stream = self._live_stream(ctx, token)
+            if stream is not None:
+                await self._forward(ctx, stream, emit_text, streaming)
+                continue
+            value = resolver.value_of(token)
+            found = as_download(value)
+            if found is not None and not self.param("include_download_info_in_content", False):
+                downloads.extend(found)
+                continue
+            emit_text(stringify(value))
+        text = "".join(text_parts)
+        if not streaming:
+            if "{%" in template:
+                text = await ctx.run_blocking(_render_jinja, text)
+            if text:
+                ctx.emit(ev.MESSAGE_DELTA, {"component_id": self.id, "content": text})
+        ctx.state.answers.append(text)
+        end: dict[str, Any] = {"component_id": self.id, "content": text}
+        if downloads:
+            end["downloads"] = downloads
+        if self.params.get("status"):
+            end["status"] = str(self.params["status"])
+        ctx.emit(ev.MESSAGE_END, end)
+        return Outcome(outputs={"content": text, "downloads": downloads}, inputs={"template": template})
+
+    @staticmethod
+    def _live_stream(ctx, token: Ref):
+        if token.is_global or token.root in ("item", "index", "result") or token.path[:1] != ("content",):
+            return None
+        return ctx.stream_of(token.root)
+
+    async def _forward(self, ctx, stream, emit_text, streaming: bool) -> None:
+        thinking = False
+        async for kind, text in stream.chunks():
+            if kind == "text":
+                emit_text(text)
+            elif not streaming:
+                continue  # a rendered (non-streamed) message carries no reasoning
+            elif kind == "think_start":
+                thinking = True
+                ctx.emit(ev.THINK_START, {"component_id": self.id})
+            elif kind == "think_delta":
+                ctx.emit(ev.THINK_DELTA, {"component_id": self.id, "content": text})
+            elif kind == "think_end":
+                thinking = False
+                ctx.emit(ev.THINK_END, {"component_id": self.id, "truncated": False})
+        if thinking:
+            ctx.emit(ev.THINK_END, {"component_id": self.id, "truncated": True})
+
+
+def _render_jinja(text: str) -> str:
+    from jinja2 import TemplateError
+    from jinja2.sandbox import SandboxedEnvironment
+
+    try:
+        return SandboxedEnvironment().from_string(text).render()
+    except TemplateError:
+        return text

@@ -1,0 +1,1 @@
+"""Loading RAGFlow canvas DSL: unwrap, migrate, normalise, build the typed graph, validate."""

@@ -1,0 +1,131 @@
+"""ValidateCanvas: every problem, per node, in one pass (spec §7 item 25)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from services.common.errors import FailedPreconditionError, FieldViolation, InvalidArgumentError
+from services.orchestrator.core.components import registry
+from services.orchestrator.core.dsl.loader import CanvasProblem, LoadResult, load
+from services.orchestrator.core.dsl.model import CONTAINERS, CanvasSpec
+from services.orchestrator.core.refs import ALIASES, NOT_TEMPLATES, find_refs
+
+_RUNTIME_GLOBALS = ("sys.chat_template_kwargs",)
+
+
+def validate(document: Any) -> LoadResult:
+    result = load(document)
+    if result.canvas is None:
+        return result
+    canvas = result.canvas
+    problems = result.problems
+    for node in canvas.nodes.values():
+        cls = registry.get(node.type)
+        if cls is None:
+            if node.type not in registry.KNOWN_UNIMPLEMENTED and not any(p.component_id == node.id and p.code == "LEGACY_COMPONENT" for p in problems):
+                problems.append(CanvasProblem(node.id, "obj.component_name", "UNKNOWN_COMPONENT", f"unknown component '{node.type}'"))
+            elif node.type in registry.KNOWN_UNIMPLEMENTED:
+                problems.append(CanvasProblem(node.id, "obj.component_name", "UNSUPPORTED",
+                                              f"component {node.type} is recognised but not supported by this orchestrator yet"))
+        else:
+            for field, message in cls.check(node.params):
+                problems.append(CanvasProblem(node.id, f"params.{field}", "BAD_PARAM", message))
+            for field, message in cls.unsupported(node.params):
+                problems.append(CanvasProblem(node.id, f"params.{field}", "UNSUPPORTED", message))
+        if node.type in CONTAINERS and not canvas.start_child(node.id):
+            problems.append(CanvasProblem(node.id, "components", "BAD_CONTAINER", f"{node.type} has no {CONTAINERS[node.type]} child"))
+        _check_refs(canvas, node.id, problems)
+    _check_reachability(canvas, problems)
+    _check_cycles(canvas, problems)
+    return result
+
+
+def _check_refs(canvas: CanvasSpec, node_id: str, problems: list[CanvasProblem]) -> None:
+    node = canvas.nodes[node_id]
+    in_iteration = bool(node.parent_id) and canvas.nodes[node.parent_id].type == "Iteration"
+    for key, value in node.params.items():
+        if key in NOT_TEMPLATES or (key in ("outputs", "inputs") and node.type != "Iteration"):
+            continue
+        for ref in find_refs(value):
+            if ref.root in ALIASES:
+                if not in_iteration:
+                    continue  # literal text outside an Iteration body
+            elif ref.root == "env":
+                if ".".join((ref.root, *ref.path[:1])) not in canvas.globals:
+                    problems.append(CanvasProblem(node_id, f"params.{key}", "DANGLING_REFERENCE", f"unknown variable '{ref.expr}'"))
+            elif ref.root != "sys" and ref.root not in canvas.nodes and ref.root.lower() not in {n.lower() for n in canvas.nodes}:
+                problems.append(CanvasProblem(node_id, f"params.{key}", "DANGLING_REFERENCE",
+                                              f"'{ref.expr}' references unknown component '{ref.root}'"))
+
+
+def _check_reachability(canvas: CanvasSpec, problems: list[CanvasProblem]) -> None:
+    if not canvas.begin_id:
+        return
+    reached: set[str] = set()
+    pending = [canvas.begin_id]
+    while pending:
+        current = pending.pop()
+        if current in reached:
+            continue
+        reached.add(current)
+        pending.extend(e.target for e in canvas.edges if e.source == current)
+        if canvas.nodes[current].type in CONTAINERS:
+            start = canvas.start_child(current)
+            if start:
+                pending.append(start)
+    for node in canvas.nodes.values():
+        if node.id not in reached:
+            problems.append(CanvasProblem(node.id, "upstream", "UNREACHABLE", "no path from Begin reaches this component"))
+
+
+def _check_cycles(canvas: CanvasSpec, problems: list[CanvasProblem]) -> None:
+    scopes = {""} | {n.id for n in canvas.nodes.values() if n.type in CONTAINERS}
+    for scope in scopes:
+        adjacency: dict[str, list[str]] = {n: [] for n in canvas.scope_nodes(scope)}
+        for edge in canvas.scope_edges(scope):
+            adjacency[edge.source].append(edge.target)
+        colour: dict[str, int] = {}
+        for start in adjacency:
+            if colour.get(start):
+                continue
+            stack = [(start, iter(adjacency[start]))]
+            colour[start] = 1
+            trail = [start]
+            while stack:
+                node, children = stack[-1]
+                child = next(children, None)
+                if child is None:
+                    colour[node] = 2
+                    stack.pop()
+                    trail.pop()
+                elif colour.get(child) == 1:
+                    cycle = trail[trail.index(child):]
+                    problems.append(CanvasProblem(child, "downstream", "CYCLE",
+                                                  "cycle outside a loop container: " + " -> ".join([*cycle, child])))
+                elif not colour.get(child):
+                    colour[child] = 1
+                    trail.append(child)
+                    stack.append((child, iter(adjacency[child])))
+
+
+def load_for_run(document: Any) -> CanvasSpec:
+    """Load and validate for execution: INVALID_ARGUMENT with one violation per problem, or
+    FAILED_PRECONDITION when the DSL is valid but uses something this orchestrator cannot run."""
+    result = validate(document)
+    blocking = [p for p in result.problems if p.code != "UNSUPPORTED"]
+    if blocking or result.canvas is None:
+        violations = [FieldViolation(_field(p), f"{p.code}: {p.message}") for p in blocking]
+        summary = "; ".join(f"{v.field}: {v.description}" for v in violations[:5])
+        more = f" (+{len(violations) - 5} more)" if len(violations) > 5 else ""
+        raise InvalidArgumentError(f"invalid canvas: {summary}{more}", violations=violations, reason="INVALID_CANVAS")
+    unsupported = [p for p in result.problems if p.code == "UNSUPPORTED"]
+    if unsupported:
+        raise FailedPreconditionError(
+            "canvas uses unsupported features: " + "; ".join(f"{p.component_id}: {p.message}" for p in unsupported[:5]),
+            reason="UNSUPPORTED_COMPONENT",
+        )
+    return result.canvas
+
+
+def _field(problem: CanvasProblem) -> str:
+    return f"components.{problem.component_id}.{problem.field}" if problem.component_id else problem.field

@@ -1,0 +1,30 @@
+"""Errors and signals of the orchestrator core.
+
+NodeError is a component failure handled by the per-node error policy. Pause and cancellation are
+signals, not failures, and deliberately do not share a base with NodeError.
+"""
+
+from __future__ import annotations
+
+
+class NodeError(Exception):
+    """A component failed. `retryable` errors are retried under the node's max_retries."""
+
+    def __init__(self, message: str, *, reason: str = "COMPONENT_ERROR", retryable: bool = False):
+        super().__init__(message)
+        self.message = message
+        self.reason = reason
+        self.retryable = retryable
+
+
+class NodeTimeoutError(NodeError):
+    def __init__(self, node_id: str, seconds: float):
+        super().__init__(f"{node_id} timed out after {seconds:g}s", reason="COMPONENT_TIMEOUT", retryable=True)
+
+
+class RunCancelled(Exception):
+    """Signal: CancelRun was requested for this run."""
+
+
+class LeaseLost(Exception):
+    """Signal: another replica owns the run now; stop without writing anything."""

@@ -1,0 +1,57 @@
+"""A run's in-memory working state while a replica holds its lease."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.orchestrator.core.dsl.model import CanvasSpec
+from services.orchestrator.core.ports import Usage
+from services.orchestrator.core.refs import Resolver, parse_expr
+from services.orchestrator.core.streams import TextStream
+
+
+@dataclass
+class RunState:
+    canvas: CanvasSpec
+    spec: dict[str, Any]
+    globals: dict[str, Any]
+    outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    streams: dict[str, TextStream] = field(default_factory=dict)
+    usage: Usage = field(default_factory=Usage)
+    answers: list[str] = field(default_factory=list)
+    """Content of every Message of the run, in completion order: the turn's answer (§7 item 8)."""
+
+    def __post_init__(self) -> None:
+        for node_id in self.canvas.nodes:
+            self.outputs.setdefault(node_id, {})
+
+    def output_of(self, node_id: str) -> dict[str, Any] | None:
+        if node_id in self.outputs:
+            return self.outputs[node_id]
+        lowered = {k.lower(): k for k in self.outputs}
+        key = lowered.get(node_id.lower())  # references are matched case-insensitively (§7 item 19)
+        return self.outputs[key] if key else None
+
+    def resolver(self) -> Resolver:
+        return Resolver(self.output_of, self.globals)
+
+    def write(self, expr: str, value: Any) -> None:
+        """Set a global (`sys.x`, `env.x`) or a component output (`cid@field.sub`)."""
+        ref = parse_expr(expr.strip().strip("{}").strip())
+        if ref.is_global:
+            key = ".".join((ref.root, *ref.path))
+            self.globals[key] = copy.deepcopy(value)
+            return
+        target = self.outputs.setdefault(ref.root, {})
+        if not ref.path:
+            raise ValueError(f"cannot assign to a whole component: {expr}")
+        *parents, last = ref.path
+        for segment in parents:
+            child = target.get(segment)
+            if not isinstance(child, dict):
+                child = {}
+                target[segment] = child
+            target = child
+        target[last] = copy.deepcopy(value)
