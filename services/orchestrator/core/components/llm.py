@@ -148,9 +148,8 @@ class LLM(Component):
             error, retryable = exc.message, exc.retryable
         if error:
             # Once text reached a consumer, a retry would duplicate it: only retry untouched streams.
+            # The runner closes the stream after the error policy decided (default value or failure).
             partial = stream is not None and bool(stream.text_so_far())
-            if stream is not None and (partial or not retryable):
-                stream.close(error)
             raise NodeError(f"{self.id}: model call failed: {error}", reason="MODEL_ERROR", retryable=retryable and not partial)
         if stream is not None:
             stream.close()

@@ -14,6 +14,7 @@ from typing import Any
 from services.orchestrator.core import events as ev
 from services.orchestrator.core.components.base import Component, Outcome, Problem
 from services.orchestrator.core.components.registry import register
+from services.orchestrator.core.errors import NodeError
 from services.orchestrator.core.refs import Ref, tokenize
 from services.orchestrator.core.render import stringify
 
@@ -122,6 +123,8 @@ class Message(Component):
                 ctx.emit(ev.THINK_END, {"component_id": self.id, "truncated": False})
         if thinking:
             ctx.emit(ev.THINK_END, {"component_id": self.id, "truncated": True})
+        if stream.error:
+            raise NodeError(f"upstream {stream.producer_id} failed: {stream.error}", reason="UPSTREAM_FAILED")
 
 
 def _render_jinja(text: str) -> str:

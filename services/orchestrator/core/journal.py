@@ -1,0 +1,146 @@
+"""Persist-then-publish: the run's ordered write queue to the store, with group commit.
+
+Everything a run emits goes through one ordered queue. Live events (NodeStarted, deltas) are
+buffered and flushed within `flush_interval_s`; a node completion (journal step + its events) is
+committed together with everything queued before it, in one CommitRunStep, and the caller waits for
+it. The store assigns `seq` inside that transaction and clients only ever read persisted events, so
+a seq is never seen with two different contents.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.common.errors import AbortedError, AgentCanvasError
+from services.orchestrator.core.events import Event
+from services.orchestrator.core.ports import RunError, RunStatus, RunStore, Step, Usage
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class _Commit:
+    steps: list[Step]
+    events: list[Event]
+    future: asyncio.Future
+    terminal: dict[str, Any] = field(default_factory=dict)
+
+
+class JournalFailed(Exception):
+    """The store refused a commit (lease lost, store down); the run must stop writing."""
+
+    def __init__(self, cause: AgentCanvasError):
+        super().__init__(str(cause))
+        self.cause = cause
+        self.lease_lost = isinstance(cause, AbortedError)
+
+
+class Journal:
+    def __init__(
+        self,
+        store: RunStore,
+        run_id: str,
+        lease_token: int,
+        *,
+        flush_interval_s: float = 0.02,
+        on_cancel_requested: Callable[[], None] | None = None,
+    ):
+        self._store = store
+        self._run_id = run_id
+        self.lease_token = lease_token
+        self._interval = flush_interval_s
+        self._on_cancel = on_cancel_requested
+        self._queue: list[Event | _Commit] = []
+        self._flusher: asyncio.Task | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self.failure: JournalFailed | None = None
+        self.last_seq = 0
+
+    def publish(self, event: Event) -> None:
+        """Queue a live event; it is persisted within flush_interval_s (or with the next commit)."""
+        if self.failure:
+            return
+        self._queue.append(event)
+        if self._timer is None and self._flusher is None:
+            self._timer = asyncio.get_running_loop().call_later(self._interval, self._kick)
+
+    async def commit(self, steps: list[Step], events: list[Event], **terminal: Any) -> None:
+        """Persist steps and events (after everything queued before them) and wait for it."""
+        if self.failure:
+            raise self.failure
+        future = asyncio.get_running_loop().create_future()
+        self._queue.append(_Commit(steps, events, future, terminal))
+        self._kick()
+        await future
+
+    async def flush(self) -> None:
+        await self.commit([], [])
+
+    def _kick(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._flusher is None:
+            self._flusher = asyncio.get_running_loop().create_task(self._flush_all())
+
+    async def _flush_all(self) -> None:
+        batch: list[Event | _Commit] = []
+        try:
+            while self._queue and not self.failure:
+                batch, self._queue = self._queue, []
+                await self._write(batch)
+                if self.failure:
+                    break
+                for item in batch:
+                    if isinstance(item, _Commit) and not item.future.done():
+                        item.future.set_result(None)
+                batch = []
+        finally:
+            self._flusher = None
+            pending = [i for i in (*batch, *self._queue) if isinstance(i, _Commit) and not i.future.done()]
+            error = self.failure or JournalFailed(AbortedError("journal flush was interrupted"))
+            for item in pending:
+                item.future.set_exception(error)
+            if self.failure:
+                self._queue = []
+            elif self._queue:
+                self._kick()
+
+    async def _write(self, batch: list[Event | _Commit]) -> None:
+        steps: list[Step] = []
+        events: list[Event] = []
+        terminal: dict[str, Any] = {}
+        for item in batch:
+            if isinstance(item, Event):
+                events.append(item)
+            else:
+                steps.extend(item.steps)
+                events.extend(item.events)
+                terminal.update(item.terminal)
+        if not steps and not events and not terminal:
+            return
+        try:
+            result = await self._store.commit(
+                self._run_id,
+                self.lease_token,
+                steps,
+                events,
+                status=terminal.get("status", RunStatus.UNSPECIFIED),
+                outputs=terminal.get("outputs"),
+                error=terminal.get("error"),
+                usage=terminal.get("usage"),
+            )
+        except AgentCanvasError as exc:
+            logger.warning("run %s: commit refused: %s", self._run_id, exc.message)
+            self.failure = JournalFailed(exc)
+            return
+        self.last_seq = result.last_seq
+        if result.cancel_requested and self._on_cancel:
+            self._on_cancel()
+
+
+__all__ = ["Journal", "JournalFailed", "RunError", "Usage"]

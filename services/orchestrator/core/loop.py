@@ -1,0 +1,188 @@
+"""A run's lifecycle on one replica: rebuild from the journal, lease heartbeat, execute, finish.
+
+Every run ends with exactly one WorkflowFinished (SUCCEEDED, FAILED, CANCELLED or PAUSED) unless the
+lease is lost, in which case the replica that took the run over writes it. Nothing is written after
+an asyncio cancellation (process shutdown or crash simulation): the lease simply expires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.common.errors import AbortedError, AgentCanvasError
+from services.orchestrator.core import events as ev
+from services.orchestrator.core import sessions
+from services.orchestrator.core.context import Services
+from services.orchestrator.core.dsl.loader import load
+from services.orchestrator.core.journal import Journal, JournalFailed
+from services.orchestrator.core.ports import Lease, RunError, RunRecord, RunStatus, RunStore, Step, Usage
+from services.orchestrator.core.runner import Execution, Limits, RunFailed, RunPaused
+from services.orchestrator.core.state import RunState
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    holder: str
+    lease_ttl_ms: int = 15_000
+    flush_interval_s: float = 0.02
+    history_window: int = 50
+    limits: Limits = field(default_factory=Limits)
+
+
+@dataclass
+class Rebuilt:
+    replay: dict[str, dict[str, Any]]
+    started: bool
+    usage: Usage
+
+
+async def rebuild(store: RunStore, record: RunRecord) -> Rebuilt:
+    """Journal of this run plus, for a resumed run, the journal chain of the runs it continues."""
+    replay: dict[str, dict[str, Any]] = {}
+    chain: list[str] = []
+    base = record.spec.get("resume_from") or ""
+    while base and base not in chain:
+        chain.append(base)
+        base_record = await store.get_run(base)
+        base = base_record.spec.get("resume_from") or ""
+    for run_id in reversed(chain):
+        for step in await store.list_steps(run_id):
+            if step.state.get("key") and not step.state.get("failed"):
+                replay[step.state["key"]] = {**step.state, "answer": None}
+    started = False
+    usage = Usage()
+    for step in await store.list_steps(record.id):
+        if step.state.get("kind") == "started":
+            started = True
+        elif step.state.get("key") and not step.state.get("failed"):
+            replay[step.state["key"]] = step.state
+            if step.state.get("usage"):
+                usage.add(Usage.from_dict(step.state["usage"]))
+    return Rebuilt(replay, started, usage)
+
+
+class RunLoop:
+    def __init__(self, store: RunStore, services: Services, settings: LoopSettings):
+        self.store = store
+        self.services = services
+        self.settings = settings
+
+    async def drive(self, record: RunRecord, lease: Lease) -> RunStatus | None:
+        spec = record.spec
+        loaded = load(spec["dsl"])
+        assert loaded.canvas is not None, "a run spec always holds a loadable DSL"
+        canvas = loaded.canvas
+        rebuilt = await rebuild(self.store, record)
+        state = RunState(canvas=canvas, spec=spec, globals=copy.deepcopy(spec.get("globals") or canvas.globals))
+        state.usage.add(rebuilt.usage)
+        cancel = asyncio.Event()
+        lost = asyncio.Event()
+        journal = Journal(self.store, record.id, lease.token, flush_interval_s=self.settings.flush_interval_s,
+                          on_cancel_requested=cancel.set)
+        execution = Execution(canvas, state, journal, self.services, self.settings.limits, rebuilt.replay)
+        heartbeat = asyncio.create_task(self._heartbeat(record.id, lease, cancel, lost))
+        try:
+            if record.cancel_requested:
+                cancel.set()
+            elif not rebuilt.started:
+                await journal.commit([Step("", {"kind": "started"})], [ev.Event(ev.WORKFLOW_STARTED, {
+                    "inputs": spec.get("inputs") or {}, "canvas_id": record.canvas_id, "revision_id": record.revision_id,
+                    "resumed": bool(spec.get("resume_from")), "query": spec.get("query", "")})])
+            outcome = await self._execute(execution, cancel, lost)
+            if outcome is None:
+                return None
+            return await self._finish(record, execution, journal, *outcome)
+        except JournalFailed as failed:
+            logger.warning("run %s: stopping, journal unavailable (%s)", record.id, failed.cause.message)
+            return None
+        finally:
+            heartbeat.cancel()
+            await asyncio.gather(heartbeat, return_exceptions=True)
+
+    async def _execute(self, execution: Execution, cancel: asyncio.Event, lost: asyncio.Event):
+        """(status, error, pauses) or None when the lease was lost."""
+        if cancel.is_set():
+            return RunStatus.CANCELLED, None, []
+        work = asyncio.create_task(execution.run_top())
+        cancel_wait = asyncio.create_task(cancel.wait())
+        lost_wait = asyncio.create_task(lost.wait())
+        try:
+            await asyncio.wait({work, cancel_wait, lost_wait}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in (cancel_wait, lost_wait):
+                waiter.cancel()
+            if not work.done():
+                work.cancel()
+            await asyncio.gather(work, cancel_wait, lost_wait, return_exceptions=True)
+        if lost.is_set():
+            return None
+        if work.cancelled():
+            return RunStatus.CANCELLED, RunError("CANCELLED", "the run was cancelled"), []
+        exc = work.exception()
+        if exc is None:
+            return RunStatus.SUCCEEDED, None, []
+        if isinstance(exc, RunFailed):
+            return RunStatus.FAILED, RunError(exc.reason, exc.message, exc.component_id), []
+        if isinstance(exc, RunPaused):
+            return RunStatus.PAUSED, None, exc.pauses
+        if isinstance(exc, JournalFailed):
+            if exc.lease_lost:
+                return None
+            raise exc
+        raise exc
+
+    async def _finish(self, record: RunRecord, execution: Execution, journal: Journal, status: RunStatus,
+                      error: RunError | None, pauses: list[tuple[str, dict[str, Any]]]) -> RunStatus:
+        state = execution.state
+        answer = "\n\n".join(a for a in state.answers if a)
+        last = execution.last_node
+        outputs = {"content": answer, "component_id": last, "outputs": state.outputs.get(last, {}) if last else {}}
+        events: list[ev.Event] = []
+        for node_id, pause in pauses:
+            events.append(ev.Event(ev.USER_INPUTS_REQUIRED, {"component_id": node_id, "inputs": pause.get("inputs", {}),
+                                                             "tips": pause.get("tips", "")}))
+        finished: dict[str, Any] = {"status": int(status), "outputs": outputs, "usage": state.usage.to_dict(),
+                                    "elapsed_ms": max(0, ev.now_ms() - record.create_time_ms) if record.create_time_ms else 0}
+        if error is not None:
+            finished["error"] = error.to_dict()
+        events.append(ev.Event(ev.WORKFLOW_FINISHED, finished))
+        if record.session_id:
+            await self._update_session(record, state, answer, status, pauses)
+        await journal.commit([], events, status=status, outputs=outputs, error=error, usage=state.usage)
+        try:
+            await self.store.release_lease(record.id, journal.lease_token)
+        except AgentCanvasError as exc:
+            logger.info("run %s: lease release failed: %s", record.id, exc.message)
+        return status
+
+    async def _update_session(self, record: RunRecord, state: RunState, answer: str, status: RunStatus,
+                              pauses: list[tuple[str, dict[str, Any]]]) -> None:
+        session = await self.store.get_session(record.session_id)
+        env = {k: v for k, v in state.globals.items() if k.startswith("env.")}
+        new_state, messages = sessions.next_state(
+            session.state, query=str(record.spec.get("query") or ""), answer=answer if status != RunStatus.PAUSED else None,
+            paused_run_id=record.id if status == RunStatus.PAUSED else "", pending=[p[0] for p in pauses],
+            env=env, window=self.settings.history_window)
+        await self.store.append_session_turn(record.session_id, messages, new_state)
+
+    async def _heartbeat(self, run_id: str, lease: Lease, cancel: asyncio.Event, lost: asyncio.Event) -> None:
+        interval = max(0.05, self.settings.lease_ttl_ms / 3000)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                renewed = await self.store.renew_lease(run_id, self.settings.holder, lease.token, self.settings.lease_ttl_ms)
+            except AbortedError:
+                logger.warning("run %s: lease lost", run_id)
+                lost.set()
+                return
+            except AgentCanvasError as exc:
+                logger.warning("run %s: lease renewal failed: %s", run_id, exc.message)
+                continue
+            if renewed.cancel_requested:
+                cancel.set()

@@ -1,0 +1,208 @@
+"""The Orchestrator facade: run, reattach, cancel, inspect, validate; plus lease takeover."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import logging
+import secrets
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.common.context import deadline_var
+from services.common.errors import AbortedError, AgentCanvasError, FailedPreconditionError, InvalidArgumentError
+from services.orchestrator.core import sessions
+from services.orchestrator.core.context import Services
+from services.orchestrator.core.dsl.loader import LoadResult
+from services.orchestrator.core.dsl.validate import load_for_run, validate
+from services.orchestrator.core.events import Event
+from services.orchestrator.core.loop import LoopSettings, RunLoop
+from services.orchestrator.core.ports import RunRecord, RunStatus, RunStore, acting_as
+
+logger = logging.getLogger(__name__)
+
+MAX_TEXT_FILE_BYTES = 2 * 1024 * 1024
+
+
+@dataclass
+class InputFileData:
+    name: str = ""
+    mime_type: str = ""
+    content: bytes = b""
+    url: str = ""
+
+
+@dataclass
+class RunRequest:
+    canvas_id: str = ""
+    revision_id: str = ""
+    dsl: dict[str, Any] | None = None
+    query: str = ""
+    inputs: dict[str, Any] = field(default_factory=dict)
+    files: list[InputFileData] = field(default_factory=list)
+    session_id: str = ""
+    user_id: str = ""
+    request_id: str = ""
+
+
+def file_value(item: InputFileData) -> str:
+    """sys.files entry: images as data URLs, text as text, remote files as their URL (spec §2.2)."""
+    if item.url and not item.content:
+        return item.url
+    if item.mime_type.startswith("image/"):
+        return f"data:{item.mime_type};base64,{base64.b64encode(item.content).decode()}"
+    if len(item.content) > MAX_TEXT_FILE_BYTES:
+        raise InvalidArgumentError.for_field("files", f"{item.name or 'file'} is larger than {MAX_TEXT_FILE_BYTES} bytes")
+    return item.content.decode("utf-8", "replace")
+
+
+class Orchestrator:
+    def __init__(self, store: RunStore, services: Services, settings: LoopSettings, *, takeover_interval_s: float = 2.0):
+        self.store = store
+        self.services = services
+        self.settings = settings
+        self.loop = RunLoop(store, services, settings)
+        self.takeover_interval_s = takeover_interval_s
+        self._runs: dict[str, asyncio.Task] = {}
+        self._reaper: asyncio.Task | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    async def start(self, *, takeover: bool = True) -> None:
+        if takeover and self._reaper is None:
+            self._reaper = asyncio.create_task(self._reap_forever())
+
+    async def stop(self, grace: float = 0.0) -> None:
+        """Stop taking work; give running runs `grace` seconds, then abandon them (their leases expire
+        and another replica continues them)."""
+        if self._reaper:
+            self._reaper.cancel()
+            await asyncio.gather(self._reaper, return_exceptions=True)
+            self._reaper = None
+        running = [t for t in self._runs.values() if not t.done()]
+        if running and grace > 0:
+            await asyncio.wait(running, timeout=grace)
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+
+    # -- RPC operations -------------------------------------------------------------------------
+    async def validate(self, dsl: dict[str, Any] | None, canvas_id: str = "") -> LoadResult:
+        if dsl is None:
+            dsl, _ = await self.store.get_canvas_dsl(canvas_id)
+        return validate(dsl)
+
+    async def start_run(self, request: RunRequest, tenant_id: str = "", user_id: str = "") -> RunRecord:
+        session = None
+        previous: RunRecord | None = None
+        if request.session_id:
+            session = await self.store.get_session(request.session_id)
+            paused = session.state.get("paused_run_id")
+            if paused:
+                previous = await self.store.get_run(paused)
+                if previous.status != RunStatus.PAUSED:
+                    previous = None
+        if previous is not None:
+            dsl, canvas_id, revision_id = previous.spec["dsl"], previous.canvas_id, previous.revision_id
+        elif request.dsl is not None:
+            dsl, canvas_id, revision_id = request.dsl, "", ""
+        elif request.canvas_id:
+            dsl, revision_id = await self.store.get_canvas_dsl(request.canvas_id, request.revision_id)
+            canvas_id = request.canvas_id
+        else:
+            raise InvalidArgumentError.for_field("source", "give a canvas_id or an inline dsl")
+        canvas = load_for_run(dsl)
+        spec = self._spec(canvas, request, session, previous)
+        record = RunRecord(id=secrets.token_hex(16), spec=spec, canvas_id=canvas_id, revision_id=revision_id,
+                           session_id=request.session_id, tenant_id=tenant_id, creator_id=user_id,
+                           create_time_ms=int(time.time() * 1000))
+        spec["run_id"] = record.id
+        spec.setdefault("seed", record.id)
+        created = await self.store.create_run(record, request.request_id)
+        if created.id == record.id or created.status in (RunStatus.PENDING,):
+            await self._claim(created)
+        return created
+
+    def _spec(self, canvas, request: RunRequest, session, previous: RunRecord | None) -> dict[str, Any]:
+        base_globals = copy.deepcopy(previous.spec["globals"]) if previous else copy.deepcopy(canvas.globals)
+        history = list((session.state.get("history") if session else None) or [])
+        if session:
+            base_globals.update((session.state.get("env") or {}) if not previous else {})
+        turns = (session.conversation_turns if session else 0) + 1
+        globals_ = base_globals
+        if request.query or not previous:
+            globals_["sys.query"] = request.query or globals_.get("sys.query", "")
+        if request.user_id:
+            globals_["sys.user_id"] = request.user_id
+        globals_["sys.files"] = [file_value(f) for f in request.files]  # §7 item 8: current turn only
+        globals_["sys.conversation_turns"] = turns
+        globals_["sys.history"] = sessions.history_lines(history + ([{"role": "user", "content": request.query}] if request.query else []))[-self.settings.history_window:]
+        globals_["sys.date"] = time.strftime("%Y-%m-%d %H:%M:%S")
+        spec: dict[str, Any] = {
+            "dsl": canvas.dsl, "globals": globals_, "query": request.query, "inputs": dict(request.inputs),
+            "user_id": request.user_id, "history": history, "session_id": request.session_id,
+        }
+        if previous is not None:
+            spec.update(resume_from=previous.id, resume_pending=list(session.state.get("pending") or []),
+                        resume_inputs=dict(request.inputs), seed=previous.spec.get("seed", previous.id))
+        return spec
+
+    def stream_events(self, run_id: str, after_seq: int = 0) -> AsyncIterator[Event]:
+        return self.store.watch_events(run_id, after_seq)
+
+    async def cancel(self, run_id: str) -> RunRecord:
+        record = await self.store.request_cancel(run_id)
+        task = self._runs.get(run_id)
+        if task is not None and not task.done():
+            pass  # the local run learns about it from its next commit or heartbeat
+        return record
+
+    async def get_run(self, run_id: str) -> RunRecord:
+        return await self.store.get_run(run_id)
+
+    # -- execution and takeover -----------------------------------------------------------------
+    async def _claim(self, record: RunRecord) -> bool:
+        try:
+            lease = await self.store.acquire_lease(record.id, self.settings.holder, self.settings.lease_ttl_ms)
+        except AbortedError:
+            return False
+        full = record if record.spec.get("dsl") else await self.store.get_run(record.id)
+        task = asyncio.create_task(self._drive(full, lease))
+        self._runs[record.id] = task
+        task.add_done_callback(lambda _t, rid=record.id: self._runs.pop(rid, None))
+        return True
+
+    async def _drive(self, record: RunRecord, lease) -> None:
+        deadline_var.set(None)  # the run outlives the RPC that started it
+        if record.tenant_id:
+            acting_as.set(f"{record.tenant_id}/{record.creator_id}")
+        try:
+            await self.loop.drive(record, lease)
+        except (AgentCanvasError, FailedPreconditionError) as exc:
+            logger.error("run %s stopped: %s", record.id, exc.message)
+
+    async def reap_once(self) -> int:
+        """Take over runs whose lease expired (their replica died). Returns how many were claimed."""
+        claimed = 0
+        for record in await self.store.list_orphaned_runs():
+            if record.id in self._runs:
+                continue
+            if await self._claim(record):
+                logger.info("took over run %s", record.id)
+                claimed += 1
+        return claimed
+
+    async def _reap_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.takeover_interval_s)
+            try:
+                await self.reap_once()
+            except AgentCanvasError as exc:
+                logger.warning("takeover scan failed: %s", exc.message)
+
+    async def wait_idle(self) -> None:
+        """Tests and shutdown: wait for the runs this replica executes."""
+        while self._runs:
+            await asyncio.gather(*list(self._runs.values()), return_exceptions=True)
