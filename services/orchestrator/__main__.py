@@ -1,0 +1,23 @@
+"""python -m services.orchestrator [--config FILE]"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from services.common.bootstrap import run_service
+from services.common.settings import Config
+from services.orchestrator.app import build_definition
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m services.orchestrator", description="agent-canvas orchestrator")
+    parser.add_argument("--config", help="YAML config file (default: $AGENT_CANVAS_CONFIG)")
+    parser.add_argument("--port", type=int, help="listen port (default: config / PORT)")
+    args = parser.parse_args(argv)
+    config = Config.load(args.config)
+    return run_service(build_definition(config), config, port=args.port)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

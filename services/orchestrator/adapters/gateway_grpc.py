@@ -1,0 +1,86 @@
+"""LlmClient over the llm_gateway service (ChatStream). One channel per process."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import grpc
+from agentcanvas.v1 import llm_gateway_pb2, llm_gateway_pb2_grpc
+
+from services.common import status
+from services.common.clients import call_timeout, create_channel, outbound_metadata
+from services.common.errors import AgentCanvasError, UnavailableError
+from services.orchestrator.core.errors import NodeError
+from services.orchestrator.core.ports import ChatChunk, ChatRequest, Usage, acting_as
+
+_THINKING = {
+    "enabled": llm_gateway_pb2.THINKING_MODE_ENABLED,
+    "disabled": llm_gateway_pb2.THINKING_MODE_DISABLED,
+    "low": llm_gateway_pb2.THINKING_MODE_EFFORT,
+    "medium": llm_gateway_pb2.THINKING_MODE_EFFORT,
+    "high": llm_gateway_pb2.THINKING_MODE_EFFORT,
+}
+_EFFORT = {"low": llm_gateway_pb2.REASONING_EFFORT_LOW, "medium": llm_gateway_pb2.REASONING_EFFORT_MEDIUM,
+           "high": llm_gateway_pb2.REASONING_EFFORT_HIGH}
+
+
+def to_request(request: ChatRequest) -> llm_gateway_pb2.ChatRequest:
+    from services.common.structs import to_struct
+
+    proto = llm_gateway_pb2.ChatRequest(model=request.model, with_reasoning=True, request_id=request.request_id)
+    for message in request.messages:
+        proto.messages.add(role=str(message.get("role", "user")), content=str(message.get("content", "")))
+    generation = proto.generation
+    for name in ("temperature", "top_p", "max_tokens", "presence_penalty", "frequency_penalty"):
+        value = getattr(request, name)
+        if value is not None:
+            setattr(generation, name, value)
+    if request.thinking and request.thinking.lower() in _THINKING:
+        proto.thinking.mode = _THINKING[request.thinking.lower()]
+        if request.thinking.lower() in _EFFORT:
+            proto.thinking.effort = _EFFORT[request.thinking.lower()]
+    if request.json_schema:
+        proto.response_format.json_schema.CopyFrom(to_struct(request.json_schema))
+    return proto
+
+
+class GatewayLlmClient:
+    def __init__(self, target: str, *, own_token: str | None = None, timeout_s: float = 600.0):
+        self._channel = create_channel(target)
+        self._stub = llm_gateway_pb2_grpc.LlmGatewayStub(self._channel)
+        self._token = own_token
+        self._timeout = timeout_s
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def chat_stream(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
+        metadata = outbound_metadata(self._token, on_behalf_of=acting_as.get() or None)
+        call = self._stub.ChatStream(to_request(request), metadata=metadata, timeout=call_timeout(self._timeout))
+        try:
+            async for event in call:
+                kind = event.WhichOneof("event")
+                if kind == "text_delta":
+                    yield ChatChunk("text", event.text_delta.text)
+                elif kind == "think_start":
+                    yield ChatChunk("think_start")
+                elif kind == "think_delta":
+                    yield ChatChunk("think_delta", event.think_delta.text)
+                elif kind == "think_end":
+                    yield ChatChunk("think_end")
+                elif kind == "usage":
+                    u = event.usage
+                    yield ChatChunk("usage", usage=Usage(u.prompt_tokens, u.completion_tokens, u.reasoning_tokens,
+                                                          u.cached_tokens, u.total_tokens, u.calls or 1, u.cost_usd))
+                elif kind == "finish":
+                    error = event.finish.error
+                    if event.finish.HasField("error") and (error.message or error.kind):
+                        yield ChatChunk("finish", error=error.message or llm_gateway_pb2.ChatErrorKind.Name(error.kind),
+                                        error_kind=llm_gateway_pb2.ChatErrorKind.Name(error.kind), retryable=error.retryable)
+                    else:
+                        yield ChatChunk("finish")
+        except grpc.aio.AioRpcError as exc:
+            domain = status.from_rpc_error(exc)
+            retryable = isinstance(domain, UnavailableError) or exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED)
+            message = domain.message if isinstance(domain, AgentCanvasError) else str(exc.details())
+            raise NodeError(f"model gateway: {message}", reason=getattr(domain, "reason", "MODEL_ERROR"), retryable=retryable) from None

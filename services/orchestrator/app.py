@@ -1,0 +1,74 @@
+"""Wires the orchestrator: settings → adapters → core → gRPC service definition."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+from agentcanvas.v1 import orchestrator_pb2_grpc
+
+from services.common.bootstrap import ServiceDefinition
+from services.common.settings import Config
+from services.orchestrator.adapters.gateway_grpc import GatewayLlmClient
+from services.orchestrator.adapters.memory import InMemoryRunStore
+from services.orchestrator.adapters.store_grpc import GrpcRunStore
+from services.orchestrator.core.context import Services
+from services.orchestrator.core.loop import LoopSettings
+from services.orchestrator.core.orchestrator import Orchestrator
+from services.orchestrator.core.runner import Limits
+from services.orchestrator.server import OrchestratorServicer
+from services.orchestrator.settings import OrchestratorSettings
+
+SERVICE_NAME = "agentcanvas.v1.Orchestrator"
+
+
+def build_orchestrator(config: Config, *, store=None, llm=None) -> tuple[Orchestrator, list]:
+    """The core plus the resources to close on shutdown."""
+    settings = OrchestratorSettings.from_section(config.section("orchestrator"))
+    closables: list = []
+    if store is None:
+        if settings.store == "memory":
+            store = InMemoryRunStore()
+        else:
+            store = GrpcRunStore(config.address("canvas_store"), own_token=settings.token or None)
+            closables.append(store)
+    if llm is None:
+        llm = GatewayLlmClient(config.address("llm_gateway"), own_token=settings.token or None)
+        closables.append(llm)
+    http = httpx.AsyncClient(follow_redirects=False)
+    pool = ThreadPoolExecutor(max_workers=settings.thread_pool_size, thread_name_prefix="orchestrator")
+    services = Services(llm=llm, http=http, pool=pool)
+    loop_settings = LoopSettings(
+        holder=settings.replica, lease_ttl_ms=settings.lease_ttl_ms, flush_interval_s=settings.flush_interval_ms / 1000,
+        history_window=settings.history_window,
+        limits=Limits(max_concurrency=settings.max_concurrency, max_backoff_s=settings.max_backoff_s,
+                      node_timeout_s=settings.node_timeout_s),
+    )
+    orchestrator = Orchestrator(store, services, loop_settings, takeover_interval_s=settings.takeover_interval_s)
+    closables.append(http)
+    closables.append(pool)
+    return orchestrator, closables
+
+
+def build_definition(config: Config, *, store=None, llm=None) -> ServiceDefinition:
+    orchestrator, closables = build_orchestrator(config, store=store, llm=llm)
+
+    def register(server) -> None:
+        orchestrator_pb2_grpc.add_OrchestratorServicer_to_server(OrchestratorServicer(orchestrator), server)
+
+    async def start() -> None:
+        await orchestrator.start()
+
+    async def stop(grace: float) -> None:
+        await orchestrator.stop(grace)
+        for resource in closables:
+            if isinstance(resource, ThreadPoolExecutor):
+                resource.shutdown(wait=False, cancel_futures=True)
+            elif isinstance(resource, httpx.AsyncClient):
+                await resource.aclose()
+            else:
+                await resource.close()
+
+    definition = ServiceDefinition(name="orchestrator", proto_services=[SERVICE_NAME], register=register, start=start, stop=stop)
+    definition.orchestrator = orchestrator  # type: ignore[attr-defined]  # tests reach the core through it
+    return definition

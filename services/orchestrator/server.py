@@ -1,0 +1,88 @@
+"""gRPC adapter: proto ↔ core types. No rules here; errors are domain exceptions mapped by common."""
+
+from __future__ import annotations
+
+from agentcanvas.v1 import common_pb2, orchestrator_pb2, orchestrator_pb2_grpc
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from services.common import context
+from services.common.errors import InvalidArgumentError
+from services.common.structs import from_struct, to_struct
+from services.orchestrator.adapters.event_proto import to_proto
+from services.orchestrator.core.orchestrator import InputFileData, Orchestrator, RunRequest
+from services.orchestrator.core.ports import RunRecord
+
+
+def _timestamp(ms: int) -> Timestamp:
+    stamp = Timestamp()
+    stamp.FromMilliseconds(ms)
+    return stamp
+
+
+def run_to_proto(record: RunRecord) -> orchestrator_pb2.Run:
+    run = orchestrator_pb2.Run(id=record.id, canvas_id=record.canvas_id, revision_id=record.revision_id,
+                               session_id=record.session_id, status=int(record.status), outputs=to_struct(record.outputs),
+                               usage=common_pb2.TokenUsage(**record.usage.to_dict()), last_seq=record.last_seq)
+    if record.error is not None:
+        run.error.CopyFrom(common_pb2.ErrorDetail(reason=record.error.reason, message=record.error.message,
+                                                  component_id=record.error.component_id))
+    if record.create_time_ms:
+        run.create_time.CopyFrom(_timestamp(record.create_time_ms))
+    if record.update_time_ms:
+        run.update_time.CopyFrom(_timestamp(record.update_time_ms))
+    return run
+
+
+def _run_id(value: str) -> str:
+    if not value:
+        raise InvalidArgumentError.for_field("run_id", "is required")
+    return value
+
+
+class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
+    def __init__(self, orchestrator: Orchestrator):
+        self._orchestrator = orchestrator
+
+    async def RunCanvas(self, request: orchestrator_pb2.RunCanvasRequest, ctx):
+        source = request.WhichOneof("source")
+        if source is None:
+            raise InvalidArgumentError.for_field("source", "give a canvas_id or an inline dsl")
+        identity = context.current_identity()
+        run_request = RunRequest(
+            canvas_id=request.canvas_id, revision_id=request.revision_id,
+            dsl=from_struct(request.dsl) if source == "dsl" else None, query=request.query,
+            inputs=from_struct(request.inputs), session_id=request.session_id, user_id=request.user_id,
+            request_id=request.request_id,
+            files=[InputFileData(f.name, f.mime_type, f.content, f.url) for f in request.files],
+        )
+        record = await self._orchestrator.start_run(run_request, identity.tenant_id if identity else "",
+                                                    identity.user_id if identity else "")
+        trace = context.trace_id_var.get()
+        async for event in self._orchestrator.stream_events(record.id):
+            yield to_proto(event, record.id, record.session_id, trace)
+
+    async def StreamRunEvents(self, request: orchestrator_pb2.StreamRunEventsRequest, ctx):
+        if request.after_seq < 0:
+            raise InvalidArgumentError.for_field("after_seq", "must be >= 0")
+        record = await self._orchestrator.get_run(_run_id(request.run_id))
+        trace = context.trace_id_var.get()
+        async for event in self._orchestrator.stream_events(record.id, request.after_seq):
+            yield to_proto(event, record.id, record.session_id, trace)
+
+    async def CancelRun(self, request: orchestrator_pb2.CancelRunRequest, ctx) -> orchestrator_pb2.Run:
+        return run_to_proto(await self._orchestrator.cancel(_run_id(request.run_id)))
+
+    async def GetRun(self, request: orchestrator_pb2.GetRunRequest, ctx) -> orchestrator_pb2.Run:
+        return run_to_proto(await self._orchestrator.get_run(_run_id(request.run_id)))
+
+    async def ValidateCanvas(self, request: orchestrator_pb2.ValidateCanvasRequest, ctx) -> orchestrator_pb2.ValidateCanvasResponse:
+        source = request.WhichOneof("source")
+        if source is None:
+            raise InvalidArgumentError.for_field("source", "give a canvas_id or an inline dsl")
+        result = await self._orchestrator.validate(from_struct(request.dsl) if source == "dsl" else None, request.canvas_id)
+        response = orchestrator_pb2.ValidateCanvasResponse(valid=not result.problems)
+        for problem in result.problems:
+            response.problems.add(component_id=problem.component_id, field=problem.field, code=problem.code, message=problem.message)
+        if result.canvas is not None:
+            response.normalized_dsl.CopyFrom(to_struct(result.canvas.dsl))
+        return response

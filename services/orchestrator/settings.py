@@ -1,0 +1,57 @@
+"""Typed settings of the orchestrator (config section `orchestrator`)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+from services.common.errors import InvalidArgumentError
+
+
+@dataclass(frozen=True)
+class OrchestratorSettings:
+    max_concurrency: int = 16
+    """Nodes of one run executing at once (containers do not count)."""
+    thread_pool_size: int = 8
+    """Worker threads for blocking work (file parsing, Jinja rendering)."""
+    lease_ttl_ms: int = 15_000
+    """Run lease duration; renewed every third of it. A dead replica's runs are taken over after it."""
+    takeover_interval_s: float = 2.0
+    """How often a replica looks for runs whose lease expired."""
+    flush_interval_ms: int = 20
+    """Upper bound on how long a live event (delta, NodeStarted) waits before it is persisted."""
+    history_window: int = 50
+    """Messages of a session kept for sys.history and LLM history."""
+    node_timeout_s: float | None = None
+    """Overrides every component's default timeout when set."""
+    max_backoff_s: float = 30.0
+    """Cap of one retry delay."""
+    store: str = "grpc"
+    """"grpc" (the canvas_store service) or "memory" (single process, nothing survives a restart)."""
+    holder: str = ""
+    """Replica identity for leases; default host:pid."""
+    service_token: str = ""
+    """Token for background calls (takeovers); default env AGENT_CANVAS_TOKEN."""
+
+    @classmethod
+    def from_section(cls, section: dict[str, Any]) -> "OrchestratorSettings":
+        known = {k: v for k, v in section.items() if k in cls.__dataclass_fields__}
+        try:
+            settings = cls(**known)
+        except TypeError as exc:
+            raise InvalidArgumentError.for_field("orchestrator", str(exc)) from None
+        if settings.max_concurrency < 1:
+            raise InvalidArgumentError.for_field("orchestrator.max_concurrency", "must be at least 1")
+        if settings.store not in ("grpc", "memory"):
+            raise InvalidArgumentError.for_field("orchestrator.store", "must be 'grpc' or 'memory'")
+        return settings
+
+    @property
+    def replica(self) -> str:
+        return self.holder or f"{socket.gethostname()}:{os.getpid()}"
+
+    @property
+    def token(self) -> str:
+        return self.service_token or os.environ.get("AGENT_CANVAS_TOKEN", "")
