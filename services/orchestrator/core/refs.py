@@ -1,7 +1,7 @@
 """The one reference tokenizer and resolver (spec §3, fix list §7 items 18-20).
 
-Grammar of a reference token inside text: one or more `{`, optional spaces, an expression, optional
-spaces, one or more `}`. The whole span (extra braces included) is replaced. Expressions:
+Grammar of a reference token inside text: `{`, any mix of `{` and spaces, an expression, any mix of
+spaces and `}`, then `}`. The whole span (extra braces included) is replaced. Expressions:
 
     <component id>@<field>[.<sub>...]   ids may contain letters, digits, `_`, `:` and `-`
     sys.<name>[.<sub>...]               globals, with sub-paths (`sys.files.0`)
@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-_EXPR = r"[A-Za-z0-9_:\-]+@[A-Za-z0-9_.\-]+|(?:sys|env)\.[A-Za-z0-9_.\-]+|item|index|result"
-_TOKEN = re.compile(r"\{+\s*(" + _EXPR + r")\s*\}+")
-_WHOLE = re.compile(r"^\s*\{*\s*(" + _EXPR + r")\s*\}*\s*$")
+_EXPR = r"[A-Za-z0-9_:\-]+@[A-Za-z0-9_.\-]+|(?:sys|env)\.[A-Za-z0-9_.\-]+|(?:item|index|result)(?:\.[A-Za-z0-9_.\-]+)?"
+_TOKEN = re.compile(r"\{[{ ]*(" + _EXPR + r")[ }]*\}")
+_WHOLE = re.compile(r"^[{ ]*(" + _EXPR + r")[ }]*$")
 ALIASES = ("item", "index", "result")
 
 
@@ -43,8 +43,6 @@ def parse_expr(expr: str) -> Ref:
     if "@" in expr:
         cid, field = expr.split("@", 1)
         return Ref(expr, cid, tuple(p for p in field.split(".") if p != ""))
-    if expr in ALIASES:
-        return Ref(expr, expr, ())
     root, _, rest = expr.partition(".")
     return Ref(expr, root, tuple(p for p in rest.split(".") if p != ""))
 
