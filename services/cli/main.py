@@ -1,2 +1,139 @@
-def main() -> int:
-    return 0
+"""`agent-canvas`: run canvases, manage them, and run the services.
+
+    agent-canvas up [--config FILE]                      all four services as child processes
+    agent-canvas serve store|orchestrator|gateway|sandbox
+    agent-canvas run FILE|--canvas ID --query Q [--inputs JSON] [--session ID] [--json]
+    agent-canvas canvas import FILE... | list | get ID | export ID [-o FILE]
+    agent-canvas chat [--model M] PROMPT
+    agent-canvas exec [--lang python|nodejs] FILE | -c CODE [--args JSON]
+
+Commands that need a service use the one running at the configured address (see `up`) or, when
+none answers, boot it in this process with the embedded defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+import grpc
+
+from services.common import errors, status
+from services.common.settings import Config
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="YAML config file (default: $AGENT_CANVAS_CONFIG, else built-in defaults)")
+
+
+def _stack_mode(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--embedded", dest="mode", action="store_const", const="embedded",
+                       help="always boot the services in this process")
+    group.add_argument("--remote", dest="mode", action="store_const", const="remote",
+                       help="only use already-running services")
+    parser.set_defaults(mode="auto")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agent-canvas", description="Durable runtime for RAGFlow-compatible agent canvases.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    up = commands.add_parser("up", help="run all four services as child processes until Ctrl-C")
+    _common(up)
+    up.add_argument("--demo", metavar="QUERY", help="once serving, run examples/hello.json with QUERY and keep serving")
+
+    serve = commands.add_parser("serve", help="run one service in this process")
+    _common(serve)
+    serve.add_argument("service", choices=["store", "orchestrator", "gateway", "sandbox"])
+    serve.add_argument("--port", type=int, help="listen port (default: $PORT, then the config)")
+    serve.add_argument("--host", default="0.0.0.0")
+
+    run = commands.add_parser("run", help="run a canvas and stream its events")
+    _common(run)
+    _stack_mode(run)
+    run.add_argument("file", nargs="?", type=Path, help="canvas file (template wrapper or bare DSL)")
+    run.add_argument("--canvas", help="id of a stored canvas")
+    run.add_argument("--revision", default="", help="revision id, 'published' or 'latest' (with --canvas)")
+    run.add_argument("--query", "-q", default="", help="the question (sys.query)")
+    run.add_argument("--inputs", default="{}", help="Begin form values or UserFillUp answers, as a JSON object")
+    run.add_argument("--session", default="", help="session id (multi-turn; resumes a paused run)")
+    run.add_argument("--user", default="", help="end-user id exposed as sys.user_id")
+    run.add_argument("--json", action="store_true", help="print one RunEvent per line (proto JSON mapping)")
+
+    canvas = commands.add_parser("canvas", help="manage stored canvases")
+    canvas_commands = canvas.add_subparsers(dest="canvas_command", required=True)
+    imp = canvas_commands.add_parser("import", help="import RAGFlow template wrappers or bare DSL files")
+    imp.add_argument("files", nargs="+", type=Path)
+    imp.add_argument("--title", help="title (default: the file's title, else its name)")
+    lst = canvas_commands.add_parser("list", help="list canvases")
+    lst.add_argument("--filter", default="", help='e.g. title:"research" AND category=AGENT')
+    lst.add_argument("--order-by", default="", help="update_time desc (default) or title")
+    lst.add_argument("--page-size", type=int, default=50)
+    get = canvas_commands.add_parser("get", help="show one canvas")
+    get.add_argument("id")
+    get.add_argument("--dsl", action="store_true", help="include the DSL")
+    exp = canvas_commands.add_parser("export", help="write a canvas to a file that imports back to an equal canvas")
+    exp.add_argument("id")
+    exp.add_argument("-o", "--output", type=Path, help="file (default: stdout)")
+    for sub in (imp, lst, get, exp):
+        _common(sub)
+        _stack_mode(sub)
+
+    chat = commands.add_parser("chat", help="one model call through the gateway")
+    _common(chat)
+    _stack_mode(chat)
+    chat.add_argument("prompt")
+    chat.add_argument("--model", default="", help="llm_id (default: the configured default model)")
+    chat.add_argument("--system", default="You are a helpful assistant. Answer in one short sentence.")
+    chat.add_argument("--no-think", action="store_true", help="hide reasoning")
+    chat.add_argument("--temperature", type=float, default=0.1)
+
+    exe = commands.add_parser("exec", help="run code in the sandbox")
+    _common(exe)
+    _stack_mode(exe)
+    exe.add_argument("file", nargs="?", type=Path)
+    exe.add_argument("-c", "--code", help="code to run instead of a file")
+    exe.add_argument("--lang", default="python", help="python | nodejs")
+    exe.add_argument("--args", default="{}", help="JSON object passed as main(**args)")
+    return parser
+
+
+def _report(exc: errors.AgentCanvasError) -> int:
+    code = status.code_for(exc).name
+    print(f"error: {code}: {exc.message}", file=sys.stderr)
+    violations = getattr(exc, "violations", [])
+    if len(violations) > 1:
+        for violation in violations:
+            print(f"  - {violation.field}: {violation.description}", file=sys.stderr)
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        config = Config.load(args.config)
+        if args.command == "serve":
+            from services.cli.commands import serve
+
+            return serve(config, args)
+        if args.command == "up":
+            from services.cli.commands import up
+
+            return up(config, args)
+        from services.cli import commands
+
+        handler = {"run": commands.run, "canvas": commands.canvas, "chat": commands.chat, "exec": commands.execute}[args.command]
+        return asyncio.run(handler(config, args))
+    except errors.AgentCanvasError as exc:
+        return _report(exc)
+    except grpc.aio.AioRpcError as exc:
+        return _report(status.from_rpc_error(exc))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

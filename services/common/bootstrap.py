@@ -4,7 +4,8 @@
     running = await start_server(definition, config, port=0)   # tests: ephemeral port
     run_service(definition, config)                            # processes: blocks until SIGTERM, exits 0
 
-Health (grpc.health.v1) reports NOT_SERVING until `definition.start()` has finished (the gateway
+Process-wide, `run_service` also installs tracing and serves Prometheus metrics on the side port
+`<section>.metrics_port` (or METRICS_PORT). Health (grpc.health.v1) reports NOT_SERVING until `definition.start()` has finished (the gateway
 imports litellm there), then SERVING for "" and for every proto service name. On SIGTERM or SIGINT:
 health flips to NOT_SERVING, `definition.stop()` drains domain work, and `server.stop(grace)` lets
 open streams finish.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +26,7 @@ from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 
 from services.common import logging as structured_logging
+from services.common import telemetry
 from services.common.auth import TokenAuthenticator
 from services.common.clients import SERVER_OPTIONS
 from services.common.interceptors import AuthInterceptor, ErrorInterceptor, RequestContextInterceptor
@@ -134,7 +137,12 @@ def run_service(definition: ServiceDefinition, config: Config, *, host: str = "0
     """Run until SIGTERM/SIGINT, drain, and return the exit code (0 on a clean drain)."""
     log = config.section("log")
     structured_logging.configure(str(log.get("level", "INFO")), str(log.get("format", "json")))
-    grace = float(config.section(SECTION_BY_SERVICE[definition.name]).get("shutdown_grace_s", 20))
+    section = config.section(SECTION_BY_SERVICE[definition.name])
+    grace = float(section.get("shutdown_grace_s", 20))
+    telemetry.configure_tracing(definition.name, config)
+    metrics_port = telemetry.start_metrics_server(int(os.environ.get("METRICS_PORT") or section.get("metrics_port", 0)))
+    if metrics_port:
+        logger.info("%s metrics on :%d/metrics", definition.name, metrics_port)
 
     async def main() -> int:
         running = await start_server(definition, config, host=host, port=config.port(definition.name) if port is None else port)

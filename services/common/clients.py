@@ -11,7 +11,7 @@ import json
 
 import grpc
 
-from services.common import context
+from services.common import context, telemetry
 from services.common.auth import AUTHORIZATION
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -69,8 +69,11 @@ def outbound_metadata(own_token: str | None = None, *, on_behalf_of: str | None 
         metadata.append((AUTHORIZATION, f"Bearer {token}"))
     if on_behalf_of:
         metadata.append(("x-agentcanvas-on-behalf-of", on_behalf_of))
+    parent = telemetry.inject_traceparent()
     trace = context.trace_id_var.get()
-    if trace:
+    if parent:
+        metadata.append(("traceparent", parent))
+    elif trace:
         metadata.append(("traceparent", context.traceparent(trace)))
     request_id = context.request_id_var.get()
     if request_id:

@@ -1,7 +1,7 @@
 """Server interceptors, one concern each. bootstrap.serve() installs them in this order:
 
-1. RequestContextInterceptor: request id, trace id (W3C traceparent) and deadline into contextvars,
-   plus one access-log line per RPC.
+1. RequestContextInterceptor: a server span (continuing W3C traceparent), request id, trace id and
+   deadline into contextvars; one access-log line and the RPC metrics per call.
 2. AuthInterceptor: bearer token -> Identity (UNAUTHENTICATED otherwise). Health and reflection are
    exempt so probes work without credentials.
 3. ErrorInterceptor: domain errors -> gRPC status with google.rpc details. The only broad catch in
@@ -12,14 +12,19 @@ Handlers never set status codes or log requests themselves.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
+from dataclasses import dataclass
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from services.common import context, errors, status
+from services.common import context, errors, status, telemetry
 from services.common.auth import TokenAuthenticator
 
 logger = logging.getLogger(__name__)
@@ -55,7 +60,7 @@ class _BehaviorInterceptor(grpc.aio.ServerInterceptor):
     async def before(self, method: str, context_: grpc.aio.ServicerContext) -> Any:
         return None
 
-    def after(self, method: str, token: Any, outcome: str) -> None:
+    def after(self, method: str, token: Any, outcome: str, context_: grpc.aio.ServicerContext) -> None:
         return None
 
     async def intercept_service(self, continuation, handler_call_details):
@@ -75,7 +80,7 @@ class _BehaviorInterceptor(grpc.aio.ServerInterceptor):
                     outcome = type(exc).__name__
                     raise
                 finally:
-                    interceptor.after(method, token, outcome)
+                    interceptor.after(method, token, outcome, ctx)
 
             return wrapped
 
@@ -90,7 +95,7 @@ class _BehaviorInterceptor(grpc.aio.ServerInterceptor):
                     outcome = type(exc).__name__
                     raise
                 finally:
-                    interceptor.after(method, token, outcome)
+                    interceptor.after(method, token, outcome, ctx)
 
             return wrapped
 
@@ -98,25 +103,48 @@ class _BehaviorInterceptor(grpc.aio.ServerInterceptor):
 
 
 class RequestContextInterceptor(_BehaviorInterceptor):
-    """Sets request id, trace id and deadline for the RPC, and logs one line when it ends."""
+    """Per RPC: a server span continuing the caller's traceparent, request id, trace id and deadline in
+    contextvars; on completion one access-log line and the RPC count/latency metrics."""
 
-    async def before(self, method, ctx):
-        metadata = dict(ctx.invocation_metadata() or ())
-        trace = context.parse_traceparent(str(metadata.get("traceparent", ""))) or context.new_trace_id()
-        request_id = str(metadata.get("x-request-id") or context.new_span_id())
-        remaining = ctx.time_remaining()
-        deadline = time.monotonic() + remaining if remaining is not None else None
-        context.trace_id_var.set(trace)
-        context.request_id_var.set(request_id)
-        context.deadline_var.set(deadline)
-        return time.perf_counter()
-
-    def after(self, method, token, outcome):
-        logger.info("rpc %s %s", method, outcome, extra={"rpc_method": method, "outcome": outcome,
-                                                         "elapsed_ms": round((time.perf_counter() - token) * 1000, 2)})
+    def __init__(self) -> None:
+        self._requests, self._latency = telemetry.rpc_metrics()
 
     def exempt(self, method):
         return method.startswith(EXEMPT_PREFIXES)
+
+    async def before(self, method, ctx):
+        metadata = dict(ctx.invocation_metadata() or ())
+        parent = telemetry.extract_context(metadata)
+        span = telemetry.tracer().start_span(method, context=parent, kind=SpanKind.SERVER)
+        token = otel_context.attach(trace.set_span_in_context(span, parent))
+        trace_id = telemetry.current_trace_id() or context.parse_traceparent(str(metadata.get("traceparent", "")))
+        context.trace_id_var.set(trace_id or context.new_trace_id())
+        context.request_id_var.set(str(metadata.get("x-request-id") or context.new_span_id()))
+        remaining = ctx.time_remaining()
+        context.deadline_var.set(time.monotonic() + remaining if remaining is not None else None)
+        return _RpcState(time.perf_counter(), span, token)
+
+    def after(self, method, state, outcome, ctx):
+        code = ctx.code()
+        code_name = code.name if isinstance(code, grpc.StatusCode) else ("OK" if outcome == "OK" else "UNKNOWN")
+        elapsed = time.perf_counter() - state.started
+        self._requests.labels(method, code_name).inc()
+        self._latency.labels(method).observe(elapsed)
+        state.span.set_attribute("rpc.grpc.status_code", code_name)
+        if code_name != "OK":
+            state.span.set_status(Status(StatusCode.ERROR, code_name))
+        state.span.end()
+        with contextlib.suppress(ValueError):  # detaching from another context is harmless here
+            otel_context.detach(state.token)
+        logger.info("rpc %s %s", method, code_name,
+                    extra={"rpc_method": method, "code": code_name, "elapsed_ms": round(elapsed * 1000, 2)})
+
+
+@dataclass
+class _RpcState:
+    started: float
+    span: Any
+    token: Any
 
 
 class AuthInterceptor(_BehaviorInterceptor):

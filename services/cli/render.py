@@ -1,0 +1,90 @@
+"""Printing RunEvents: one JSON object per line (--json), or a live terminal view.
+
+The terminal view streams the answer to stdout as it arrives; reasoning appears in a dim, labelled
+section, and node progress goes to stderr, so `2>/dev/null` leaves just the answer.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TextIO
+
+from agentcanvas.v1 import common_pb2, orchestrator_pb2
+from google.protobuf import json_format
+
+DIM, BOLD, RED, GREEN, RESET = "\033[2m", "\033[1m", "\033[31m", "\033[32m", "\033[0m"
+
+
+def event_json(event: orchestrator_pb2.RunEvent) -> str:
+    """The proto JSON mapping of one event, on one line."""
+    return json.dumps(json_format.MessageToDict(event), ensure_ascii=False, separators=(",", ":"))
+
+
+class TerminalView:
+    """Stateful renderer; call `show(event)` for every event in order."""
+
+    def __init__(self, out: TextIO = sys.stdout, err: TextIO = sys.stderr, color: bool | None = None):
+        self.out, self.err = out, err
+        self.color = out.isatty() if color is None else color
+        self._in_text = False
+        self._in_think = False
+
+    def _style(self, code: str, text: str) -> str:
+        return f"{code}{text}{RESET}" if self.color else text
+
+    def _end_line(self) -> None:
+        if self._in_text or self._in_think:
+            self.out.write("\n")
+            self.out.flush()
+        self._in_text = self._in_think = False
+
+    def _progress(self, text: str) -> None:
+        self._end_line()
+        self.err.write(self._style(DIM, text) + "\n")
+        self.err.flush()
+
+    def show(self, event: orchestrator_pb2.RunEvent) -> None:
+        kind = event.WhichOneof("event")
+        payload = getattr(event, kind) if kind else None
+        if kind == "workflow_started":
+            self._progress(f"▶ run {event.run_id}" + (" (resumed)" if payload.resumed else ""))
+        elif kind == "node_started":
+            self._progress(f"  ● {payload.component_name or payload.component_id} ({payload.component_type})")
+        elif kind == "node_finished":
+            mark = "✗" if payload.error.message else "✓"
+            detail = f" {payload.error.message}" if payload.error.message else ""
+            branch = f" → {payload.branch}" if payload.branch else ""
+            self._progress(f"  {mark} {payload.component_name or payload.component_id} {payload.elapsed_ms} ms{branch}{detail}")
+        elif kind == "node_skipped":
+            self._progress(f"  ○ {payload.component_id} skipped: {payload.reason}")
+        elif kind == "think_start":
+            self._end_line()
+            self.out.write(self._style(DIM, "thinking: "))
+            self._in_think = True
+        elif kind == "think_delta":
+            self.out.write(self._style(DIM, payload.content))
+            self._in_think = True
+        elif kind == "think_end":
+            self._end_line()
+        elif kind == "message_delta":
+            self.out.write(payload.content)
+            self._in_text = True
+            self.out.flush()
+        elif kind == "message_end":
+            self._end_line()
+        elif kind == "user_inputs_required":
+            fields = ", ".join(payload.inputs.keys()) or "(none)"
+            self._progress(f"⏸ waiting for input: {fields}" + (f" — {payload.tips}" if payload.tips else ""))
+        elif kind == "workflow_finished":
+            self._finish(payload)
+
+    def _finish(self, payload: orchestrator_pb2.WorkflowFinished) -> None:
+        status = common_pb2.RunStatus.Name(payload.status).removeprefix("RUN_STATUS_")
+        usage = payload.usage
+        tokens = f" · tokens {usage.total_tokens} (prompt {usage.prompt_tokens}, completion {usage.completion_tokens})" if usage.calls else ""
+        color = GREEN if status in ("SUCCEEDED", "PAUSED") else RED
+        self._progress(self._style(color, f"■ {status} in {payload.elapsed_ms} ms{tokens}"))
+        if payload.error.message:
+            where = f" at {payload.error.component_id}" if payload.error.component_id else ""
+            self.err.write(self._style(RED, f"error{where}: {payload.error.message}") + "\n")

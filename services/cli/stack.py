@@ -1,0 +1,168 @@
+"""Reach the services a command needs: connect to running ones, or boot them.
+
+`open_stack` first asks the configured addresses whether they are SERVING (e.g. after
+`agent-canvas up`). Whatever is not running is started in this process on ephemeral loopback ports,
+with the embedded defaults (SQLite under the data directory, the local sandbox, the embedded model),
+and torn down when the command ends. `spawn_processes` starts each service as its own child process,
+which is what `agent-canvas up` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from services.common.auth import client_token
+from services.common.bootstrap import RunningServer, start_server
+from services.common.clients import create_channel
+from services.common.errors import UnavailableError
+from services.common.health import is_serving, wait_until_serving
+from services.common.settings import SERVICES, Config
+
+# CLI names -> service names.
+CLI_NAMES = {"store": "canvas_store", "orchestrator": "orchestrator", "gateway": "llm_gateway", "sandbox": "sandbox"}
+# What each service calls; booting one boots its peers first.
+PEERS = {"orchestrator": ("canvas_store", "llm_gateway", "sandbox"), "canvas_store": (), "llm_gateway": (), "sandbox": ()}
+BOOT_ORDER = ("canvas_store", "llm_gateway", "sandbox", "orchestrator")
+
+
+def build_definition(service: str, config: Config):
+    """The ServiceDefinition of one service (each service's app.build_definition)."""
+    return importlib.import_module(f"services.{service}.app").build_definition(config)
+
+
+def with_dependencies(needed: Iterable[str]) -> list[str]:
+    wanted: set[str] = set()
+    stack = list(needed)
+    while stack:
+        name = stack.pop()
+        if name not in wanted:
+            wanted.add(name)
+            stack.extend(PEERS[name])
+    return [name for name in BOOT_ORDER if name in wanted]
+
+
+@dataclass
+class Stack:
+    """Addresses of reachable services plus whatever this process started."""
+
+    config: Config
+    servers: dict[str, RunningServer] = field(default_factory=dict)
+    _channels: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def token(self) -> str | None:
+        return client_token(self.config)
+
+    def address(self, service: str) -> str:
+        return self.config.address(service)
+
+    def channel(self, service: str):
+        if service not in self._channels:
+            self._channels[service] = create_channel(self.address(service))
+        return self._channels[service]
+
+    def metadata(self) -> list[tuple[str, str]]:
+        return [("authorization", f"Bearer {self.token}")] if self.token else []
+
+    async def close(self) -> None:
+        for channel in self._channels.values():
+            await channel.close()
+        for name in reversed(BOOT_ORDER):
+            if name in self.servers:
+                await self.servers[name].stop(5)
+
+
+async def _running(config: Config, service: str) -> bool:
+    channel = create_channel(config.address(service))
+    try:
+        return await is_serving(channel, timeout=0.5)
+    finally:
+        await channel.close()
+
+
+async def open_stack(config: Config, needed: Iterable[str], *, mode: str = "auto") -> Stack:
+    """Connect to or boot every service in `needed` (plus peers). mode: auto | embedded | remote."""
+    order = with_dependencies(needed)
+    stack = Stack(config)
+    to_boot: list[str] = []
+    for service in order:
+        if mode == "embedded":
+            to_boot.append(service)
+        elif not await _running(config, service):
+            if mode == "remote":
+                raise UnavailableError(
+                    f"{service} is not reachable at {config.address(service)}; start the services with `agent-canvas up`"
+                )
+            to_boot.append(service)
+    try:
+        for service in BOOT_ORDER:
+            if service not in to_boot:
+                continue
+            definition = build_definition(service, stack.config)
+            running = await start_server(definition, stack.config, port=0)
+            stack.servers[service] = running
+            stack.config = stack.config.with_overrides({"addresses": {service: f"127.0.0.1:{running.port}"}})
+        for running in stack.servers.values():
+            await running.ready.wait()
+    except BaseException:
+        await stack.close()
+        raise
+    return stack
+
+
+@dataclass
+class ChildProcess:
+    service: str
+    process: subprocess.Popen
+    address: str
+
+
+def spawn_processes(config: Config, services: Iterable[str] = SERVICES, *, config_path: str | None = None) -> list[ChildProcess]:
+    """Start each service as `python -m services.<name>` with the shared config and peer addresses."""
+    children = []
+    env = dict(os.environ)
+    env.update(
+        {
+            "CANVAS_STORE_ADDR": config.address("canvas_store"),
+            "ORCHESTRATOR_ADDR": config.address("orchestrator"),
+            "LLM_GATEWAY_ADDR": config.address("llm_gateway"),
+            "SANDBOX_ADDR": config.address("sandbox"),
+            "AGENT_CANVAS_DATA_DIR": str(config.data_dir),
+        }
+    )
+    env.pop("PORT", None)
+    for service in BOOT_ORDER:
+        if service not in services:
+            continue
+        command = [sys.executable, "-m", f"services.{service}"]
+        if config_path:
+            command += ["--config", config_path]
+        child_env = dict(env, PORT=str(config.port(service, env={})))
+        children.append(ChildProcess(service, subprocess.Popen(command, env=child_env), config.address(service)))
+    return children
+
+
+async def wait_for_children(children: list[ChildProcess], timeout: float = 120.0) -> None:
+    await asyncio.gather(*(wait_until_serving(child.address, timeout=timeout) for child in children))
+
+
+def stop_children(children: list[ChildProcess], grace: float = 25.0) -> list[int]:
+    """SIGTERM every child, wait for a clean drain, SIGKILL stragglers; returns exit codes."""
+    for child in children:
+        if child.process.poll() is None:
+            child.process.send_signal(signal.SIGTERM)
+    codes = []
+    for child in children:
+        try:
+            codes.append(child.process.wait(timeout=grace))
+        except subprocess.TimeoutExpired:
+            child.process.kill()
+            codes.append(child.process.wait())
+    return codes

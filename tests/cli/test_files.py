@@ -1,0 +1,82 @@
+"""Canvas files: template wrappers and bare DSLs in, an importable wrapper out."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from agentcanvas.v1 import common_pb2, orchestrator_pb2
+
+from services.cli.files import export_document, load_document, parse_document
+from services.cli.render import TerminalView, event_json
+from services.common.errors import InvalidArgumentError
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ragflow_dsl"
+ALL_FILES = sorted(FIXTURES.rglob("*.json"))
+INGESTION = {"advanced_ingestion_pipeline", "chunk_summary", "compiler", "title_chunker"}
+
+
+@pytest.mark.parametrize("path", ALL_FILES, ids=lambda p: p.stem)
+def test_every_corpus_file_loads_and_round_trips(path):
+    document = load_document(path)
+    raw = json.loads(path.read_text())
+    assert document.dsl == (raw["dsl"] if "dsl" in raw else raw)
+    assert document.category == ("DATAFLOW" if path.stem in INGESTION else "AGENT")
+    assert document.title
+    again = parse_document(json.loads(json.dumps(export_document(document))))
+    assert again == document
+
+
+def test_localised_title_prefers_english():
+    document = parse_document({"title": {"zh": "你好", "en": "Hello"}, "dsl": {"components": {}}})
+    assert document.title == "Hello"
+
+
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        ([1, 2], "must hold a JSON object"),
+        ({"graph": {}}, "neither a template wrapper"),
+        ({"dsl": "nope"}, "neither a template wrapper"),
+    ],
+)
+def test_bad_documents_name_the_problem(raw, message):
+    with pytest.raises(InvalidArgumentError, match=message):
+        parse_document(raw)
+
+
+def test_unreadable_files_are_invalid_arguments(tmp_path):
+    with pytest.raises(InvalidArgumentError, match="does not exist"):
+        load_document(tmp_path / "missing.json")
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    with pytest.raises(InvalidArgumentError, match="not valid JSON"):
+        load_document(broken)
+
+
+def _event(**payload) -> orchestrator_pb2.RunEvent:
+    return orchestrator_pb2.RunEvent(run_id="r1", seq=1, **payload)
+
+
+def test_terminal_view_streams_answer_to_stdout_and_progress_to_stderr():
+    out, err = io.StringIO(), io.StringIO()
+    view = TerminalView(out, err, color=False)
+    view.show(_event(workflow_started=orchestrator_pb2.WorkflowStarted()))
+    view.show(_event(node_started=orchestrator_pb2.NodeStarted(component_id="LLM:0", component_name="Answer", component_type="LLM")))
+    view.show(_event(think_start=orchestrator_pb2.ThinkStart()))
+    view.show(_event(think_delta=orchestrator_pb2.ThinkDelta(content="hmm")))
+    view.show(_event(think_end=orchestrator_pb2.ThinkEnd()))
+    view.show(_event(message_delta=orchestrator_pb2.MessageDelta(content="Paris")))
+    view.show(_event(message_delta=orchestrator_pb2.MessageDelta(content=".")))
+    view.show(_event(message_end=orchestrator_pb2.MessageEnd(content="Paris.")))
+    view.show(_event(workflow_finished=orchestrator_pb2.WorkflowFinished(status=common_pb2.RUN_STATUS_SUCCEEDED, elapsed_ms=12)))
+    assert out.getvalue() == "thinking: hmm\nParis.\n"
+    assert "● Answer (LLM)" in err.getvalue()
+    assert "SUCCEEDED in 12 ms" in err.getvalue()
+
+
+def test_json_lines_use_the_proto_json_mapping():
+    line = event_json(_event(message_delta=orchestrator_pb2.MessageDelta(component_id="Message:0", content="hi")))
+    assert json.loads(line) == {"runId": "r1", "seq": "1", "messageDelta": {"componentId": "Message:0", "content": "hi"}}
