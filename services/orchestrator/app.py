@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 from agentcanvas.v1 import orchestrator_pb2_grpc
 
+from services.common.auth import client_token
 from services.common.bootstrap import ServiceDefinition
 from services.common.settings import Config
 from services.orchestrator.adapters.gateway_grpc import GatewayLlmClient
@@ -26,14 +27,19 @@ def build_orchestrator(config: Config, *, store=None, llm=None) -> tuple[Orchest
     """The core plus the resources to close on shutdown."""
     settings = OrchestratorSettings.from_section(config.section("orchestrator"))
     closables: list = []
+
+    def token() -> str | None:
+        # Resolved per call: in embedded mode the token file appears when the first server starts.
+        return settings.service_token or client_token(config)
+
     if store is None:
         if settings.store == "memory":
             store = InMemoryRunStore()
         else:
-            store = GrpcRunStore(config.address("canvas_store"), own_token=settings.token or None)
+            store = GrpcRunStore(config.address("canvas_store"), own_token=token)
             closables.append(store)
     if llm is None:
-        llm = GatewayLlmClient(config.address("llm_gateway"), own_token=settings.token or None)
+        llm = GatewayLlmClient(config.address("llm_gateway"), own_token=token)
         closables.append(llm)
     http = httpx.AsyncClient(follow_redirects=False)
     pool = ThreadPoolExecutor(max_workers=settings.thread_pool_size, thread_name_prefix="orchestrator")

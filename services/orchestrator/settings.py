@@ -33,7 +33,8 @@ class OrchestratorSettings:
     holder: str = ""
     """Replica identity for leases; default host:pid."""
     service_token: str = ""
-    """Token for background calls (takeovers); default env AGENT_CANVAS_TOKEN."""
+    """Token for calls made outside an RPC (takeovers); default: the client token (AGENT_CANVAS_TOKEN,
+    auth.client_token, or the embedded token file)."""
 
     @classmethod
     def from_section(cls, section: dict[str, Any]) -> "OrchestratorSettings":
@@ -51,7 +52,3 @@ class OrchestratorSettings:
     @property
     def replica(self) -> str:
         return self.holder or f"{socket.gethostname()}:{os.getpid()}"
-
-    @property
-    def token(self) -> str:
-        return self.service_token or os.environ.get("AGENT_CANVAS_TOKEN", "")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import grpc
 from agentcanvas.v1 import llm_gateway_pb2, llm_gateway_pb2_grpc
@@ -45,7 +45,7 @@ def to_request(request: ChatRequest) -> llm_gateway_pb2.ChatRequest:
 
 
 class GatewayLlmClient:
-    def __init__(self, target: str, *, own_token: str | None = None, timeout_s: float = 600.0):
+    def __init__(self, target: str, *, own_token: str | Callable[[], str | None] | None = None, timeout_s: float = 600.0):
         self._channel = create_channel(target)
         self._stub = llm_gateway_pb2_grpc.LlmGatewayStub(self._channel)
         self._token = own_token
@@ -55,7 +55,7 @@ class GatewayLlmClient:
         await self._channel.close()
 
     async def chat_stream(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
-        metadata = outbound_metadata(self._token, on_behalf_of=acting_as.get() or None)
+        metadata = outbound_metadata(self._token() if callable(self._token) else self._token, on_behalf_of=acting_as.get() or None)
         call = self._stub.ChatStream(to_request(request), metadata=metadata, timeout=call_timeout(self._timeout))
         try:
             async for event in call:

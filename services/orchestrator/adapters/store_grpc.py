@@ -6,7 +6,7 @@ orchestrator's own service token plus the on-behalf-of header (core.ports.acting
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import grpc
@@ -58,7 +58,7 @@ def _stored_to_event(stored: canvas_store_pb2.StoredRunEvent) -> Event:
 
 
 class GrpcRunStore:
-    def __init__(self, target: str, *, own_token: str | None = None, timeout_s: float = 10.0):
+    def __init__(self, target: str, *, own_token: str | Callable[[], str | None] | None = None, timeout_s: float = 10.0):
         self._channel = create_channel(target)
         self._stub = canvas_store_pb2_grpc.CanvasStoreStub(self._channel)
         self._token = own_token
@@ -68,7 +68,7 @@ class GrpcRunStore:
         await self._channel.close()
 
     def _metadata(self) -> list[tuple[str, str]]:
-        return outbound_metadata(self._token, on_behalf_of=acting_as.get() or None)
+        return outbound_metadata(self._token() if callable(self._token) else self._token, on_behalf_of=acting_as.get() or None)
 
     async def _call(self, method: str, request: Any) -> Any:
         try:
