@@ -57,7 +57,7 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
         )
         record = await self._orchestrator.start_run(run_request, identity.tenant_id if identity else "",
                                                     identity.user_id if identity else "")
-        trace = context.trace_id_var.get()
+        trace = str(record.spec.get("trace_id", ""))
         async for event in self._orchestrator.stream_events(record.id):
             yield to_proto(event, record.id, record.session_id, trace)
 
@@ -65,7 +65,7 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
         if request.after_seq < 0:
             raise InvalidArgumentError.for_field("after_seq", "must be >= 0")
         record = await self._orchestrator.get_run(_run_id(request.run_id))
-        trace = context.trace_id_var.get()
+        trace = str(record.spec.get("trace_id", ""))
         async for event in self._orchestrator.stream_events(record.id, request.after_seq):
             yield to_proto(event, record.id, record.session_id, trace)
 

@@ -32,6 +32,7 @@ class LoopSettings:
     lease_ttl_ms: int = 15_000
     flush_interval_s: float = 0.02
     history_window: int = 50
+    cancel_poll_s: float = 1.0
     limits: Limits = field(default_factory=Limits)
 
 
@@ -73,7 +74,9 @@ class RunLoop:
         self.services = services
         self.settings = settings
 
-    async def drive(self, record: RunRecord, lease: Lease) -> RunStatus | None:
+    async def drive(self, record: RunRecord, lease: Lease, cancel: asyncio.Event | None = None) -> RunStatus | None:
+        """Execute (or continue) a run under `lease`. `cancel` lets the local replica cancel at once;
+        other replicas' cancels arrive through commit replies and the heartbeat."""
         spec = record.spec
         loaded = load(spec["dsl"])
         assert loaded.canvas is not None, "a run spec always holds a loadable DSL"
@@ -81,7 +84,7 @@ class RunLoop:
         rebuilt = await rebuild(self.store, record)
         state = RunState(canvas=canvas, spec=spec, globals=copy.deepcopy(spec.get("globals") or canvas.globals))
         state.usage.add(rebuilt.usage)
-        cancel = asyncio.Event()
+        cancel = cancel or asyncio.Event()
         lost = asyncio.Event()
         journal = Journal(self.store, record.id, lease.token, flush_interval_s=self.settings.flush_interval_s,
                           on_cancel_requested=cancel.set)
@@ -172,7 +175,7 @@ class RunLoop:
         await self.store.append_session_turn(record.session_id, messages, new_state)
 
     async def _heartbeat(self, run_id: str, lease: Lease, cancel: asyncio.Event, lost: asyncio.Event) -> None:
-        interval = max(0.05, self.settings.lease_ttl_ms / 3000)
+        interval = max(0.05, min(self.settings.lease_ttl_ms / 3000, self.settings.cancel_poll_s))
         while True:
             await asyncio.sleep(interval)
             try:

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.common.context import deadline_var
+from services.common.context import deadline_var, new_trace_id, trace_id_var
 from services.common.errors import AbortedError, AgentCanvasError, FailedPreconditionError, InvalidArgumentError
 from services.orchestrator.core import sessions
 from services.orchestrator.core.context import Services
@@ -67,6 +67,7 @@ class Orchestrator:
         self.loop = RunLoop(store, services, settings)
         self.takeover_interval_s = takeover_interval_s
         self._runs: dict[str, asyncio.Task] = {}
+        self._cancels: dict[str, asyncio.Event] = {}
         self._reaper: asyncio.Task | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -119,6 +120,7 @@ class Orchestrator:
                            session_id=request.session_id, tenant_id=tenant_id, creator_id=user_id,
                            create_time_ms=int(time.time() * 1000))
         spec["run_id"] = record.id
+        spec["trace_id"] = trace_id_var.get() or new_trace_id()
         spec.setdefault("seed", record.id)
         created = await self.store.create_run(record, request.request_id)
         if created.id == record.id or created.status in (RunStatus.PENDING,):
@@ -154,9 +156,9 @@ class Orchestrator:
 
     async def cancel(self, run_id: str) -> RunRecord:
         record = await self.store.request_cancel(run_id)
-        task = self._runs.get(run_id)
-        if task is not None and not task.done():
-            pass  # the local run learns about it from its next commit or heartbeat
+        local = self._cancels.get(run_id)
+        if local is not None:
+            local.set()  # executed here: stop now; elsewhere the owner learns it from its heartbeat
         return record
 
     async def get_run(self, run_id: str) -> RunRecord:
@@ -169,17 +171,24 @@ class Orchestrator:
         except AbortedError:
             return False
         full = record if record.spec.get("dsl") else await self.store.get_run(record.id)
-        task = asyncio.create_task(self._drive(full, lease))
+        cancel = asyncio.Event()
+        task = asyncio.create_task(self._drive(full, lease, cancel))
         self._runs[record.id] = task
-        task.add_done_callback(lambda _t, rid=record.id: self._runs.pop(rid, None))
+        self._cancels[record.id] = cancel
+
+        def forget(_task: asyncio.Task, run_id: str = record.id) -> None:
+            self._runs.pop(run_id, None)
+            self._cancels.pop(run_id, None)
+
+        task.add_done_callback(forget)
         return True
 
-    async def _drive(self, record: RunRecord, lease) -> None:
+    async def _drive(self, record: RunRecord, lease, cancel: asyncio.Event) -> None:
         deadline_var.set(None)  # the run outlives the RPC that started it
         if record.tenant_id:
             acting_as.set(f"{record.tenant_id}/{record.creator_id}")
         try:
-            await self.loop.drive(record, lease)
+            await self.loop.drive(record, lease, cancel)
         except (AgentCanvasError, FailedPreconditionError) as exc:
             logger.error("run %s stopped: %s", record.id, exc.message)
 
