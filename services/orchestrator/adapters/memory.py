@@ -13,6 +13,7 @@ from typing import Any
 
 from services.common.errors import AbortedError, InvalidArgumentError, NotFoundError
 from services.orchestrator.core.events import Event
+from services.orchestrator.core.values import plain_copy
 from services.orchestrator.core.ports import (
     CommitResult, Lease, RunError, RunRecord, RunStatus, Session, Step, Usage,
 )
@@ -22,6 +23,9 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+_plain_copy = plain_copy
+
+
 @dataclass
 class _Run:
     record: RunRecord
@@ -29,7 +33,7 @@ class _Run:
     events: list[Event] = field(default_factory=list)
     lease: Lease | None = None
     lease_counter: int = 0
-    changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class InMemoryRunStore:
@@ -65,7 +69,7 @@ class InMemoryRunStore:
     async def create_run(self, record: RunRecord, request_id: str = "") -> RunRecord:
         if request_id and request_id in self._requests:
             return self._copy(self._runs[self._requests[request_id]].record)
-        stored = replace(record, spec=copy.deepcopy(record.spec), create_time_ms=record.create_time_ms or self._clock(),
+        stored = replace(record, spec=_plain_copy(record.spec), create_time_ms=record.create_time_ms or self._clock(),
                          update_time_ms=self._clock(), status=RunStatus.PENDING)
         self._runs[record.id] = _Run(stored)
         if request_id:
@@ -74,7 +78,7 @@ class InMemoryRunStore:
 
     @staticmethod
     def _copy(record: RunRecord) -> RunRecord:
-        return replace(record, spec=copy.deepcopy(record.spec), outputs=copy.deepcopy(record.outputs))
+        return replace(record, spec=_plain_copy(record.spec), outputs=_plain_copy(record.outputs))
 
     async def get_run(self, run_id: str) -> RunRecord:
         run = self._run(run_id)
@@ -130,11 +134,13 @@ class InMemoryRunStore:
         if run.record.status.terminal:
             raise AbortedError(f"run {run_id} already ended", reason="RUN_ENDED")
         for step in steps:
-            run.steps.append(Step(step.node_id, copy.deepcopy(step.state), step.attempt, len(run.steps) + 1))
+            # Committed data is immutable by contract (the core never touches it again), so it is kept
+            # by reference; readers get copies of steps.
+            run.steps.append(Step(step.node_id, step.state, step.attempt, len(run.steps) + 1))
         first = len(run.events) + 1 if events else 0
         for event in events:
             event.seq = len(run.events) + 1
-            run.events.append(Event(event.kind, copy.deepcopy(event.data), event.created_at_ms, event.seq))
+            run.events.append(Event(event.kind, event.data, event.created_at_ms, event.seq))
         if status != RunStatus.UNSPECIFIED:
             run.record.status = status
         if outputs is not None:
@@ -145,12 +151,12 @@ class InMemoryRunStore:
             run.record.usage = Usage.from_dict(usage.to_dict())
         run.record.last_seq = len(run.events)
         run.record.update_time_ms = self._clock()
-        async with run.changed:
-            run.changed.notify_all()
+        run.changed.set()  # wake every watcher; each waits on a fresh Event afterwards
+        run.changed = asyncio.Event()
         return CommitResult(first, len(run.events), run.record.cancel_requested)
 
     async def list_steps(self, run_id: str, after_step: int = 0) -> list[Step]:
-        return [copy.deepcopy(s) for s in self._run(run_id).steps if s.step_index > after_step]
+        return [Step(s.node_id, _plain_copy(s.state), s.attempt, s.step_index) for s in self._run(run_id).steps if s.step_index > after_step]
 
     async def list_events(self, run_id: str, after_seq: int = 0, limit: int = 500) -> list[Event]:
         if after_seq < 0:
@@ -166,11 +172,11 @@ class InMemoryRunStore:
             while seq < len(run.events):
                 event = run.events[seq]
                 seq += 1
-                yield copy.deepcopy(event)
+                yield event  # persisted events are immutable; readers must not modify them
                 if event.terminal:
                     return
-            async with run.changed:
-                await run.changed.wait_for(lambda: len(run.events) > seq)
+            if len(run.events) <= seq:
+                await run.changed.wait()
 
     async def request_cancel(self, run_id: str) -> RunRecord:
         run = self._run(run_id)

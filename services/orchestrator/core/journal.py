@@ -59,13 +59,14 @@ class Journal:
         self._timer: asyncio.TimerHandle | None = None
         self.failure: JournalFailed | None = None
         self.last_seq = 0
+        self._leading = False
 
     def publish(self, event: Event) -> None:
         """Queue a live event; it is persisted within flush_interval_s (or with the next commit)."""
         if self.failure:
             return
         self._queue.append(event)
-        if self._timer is None and self._flusher is None:
+        if self._timer is None and self._flusher is None and not self._leading:
             self._timer = asyncio.get_running_loop().call_later(self._interval, self._kick)
 
     async def commit(self, steps: list[Step], events: list[Event], **terminal: Any) -> None:
@@ -74,7 +75,20 @@ class Journal:
             raise self.failure
         future = asyncio.get_running_loop().create_future()
         self._queue.append(_Commit(steps, events, future, terminal))
-        self._kick()
+        if self._flusher is None and not self._leading:
+            # Nobody is writing: this caller leads and writes the queue itself (no extra task).
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            self._leading = True
+            try:
+                await self._drain()
+            finally:
+                self._leading = False
+            if self._queue and self._flusher is None:
+                self._kick()
+        else:
+            self._kick()
         await future
 
     async def flush(self) -> None:
@@ -84,10 +98,19 @@ class Journal:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self._flusher is None:
+        if self._flusher is None and not self._leading:
             self._flusher = asyncio.get_running_loop().create_task(self._flush_all())
 
     async def _flush_all(self) -> None:
+        try:
+            await self._drain()
+        finally:
+            self._flusher = None
+            if self._queue and not self.failure:
+                self._kick()
+
+    async def _drain(self) -> None:
+        """Write everything queued, in order, batch by batch; fail pending commits on a refusal."""
         batch: list[Event | _Commit] = []
         try:
             while self._queue and not self.failure:
@@ -100,15 +123,12 @@ class Journal:
                         item.future.set_result(None)
                 batch = []
         finally:
-            self._flusher = None
-            pending = [i for i in (*batch, *self._queue) if isinstance(i, _Commit) and not i.future.done()]
-            error = self.failure or JournalFailed(AbortedError("journal flush was interrupted"))
-            for item in pending:
-                item.future.set_exception(error)
-            if self.failure:
+            if self.failure or batch:
+                pending = [i for i in (*batch, *self._queue) if isinstance(i, _Commit) and not i.future.done()]
+                error = self.failure or JournalFailed(AbortedError("journal flush was interrupted"))
+                for item in pending:
+                    item.future.set_exception(error)
                 self._queue = []
-            elif self._queue:
-                self._kick()
 
     async def _write(self, batch: list[Event | _Commit]) -> None:
         steps: list[Step] = []

@@ -18,6 +18,7 @@ from services.orchestrator.core import events as ev
 from services.orchestrator.core import sessions
 from services.orchestrator.core.context import Services
 from services.orchestrator.core.dsl.loader import load
+from services.orchestrator.core.dsl.model import CanvasSpec
 from services.orchestrator.core.journal import Journal, JournalFailed
 from services.orchestrator.core.ports import Lease, RunError, RunRecord, RunStatus, RunStore, Step, Usage
 from services.orchestrator.core.runner import Execution, Limits, RunFailed, RunPaused
@@ -74,13 +75,15 @@ class RunLoop:
         self.services = services
         self.settings = settings
 
-    async def drive(self, record: RunRecord, lease: Lease, cancel: asyncio.Event | None = None) -> RunStatus | None:
+    async def drive(self, record: RunRecord, lease: Lease, cancel: asyncio.Event | None = None,
+                    canvas: CanvasSpec | None = None) -> RunStatus | None:
         """Execute (or continue) a run under `lease`. `cancel` lets the local replica cancel at once;
         other replicas' cancels arrive through commit replies and the heartbeat."""
         spec = record.spec
-        loaded = load(spec["dsl"])
-        assert loaded.canvas is not None, "a run spec always holds a loadable DSL"
-        canvas = loaded.canvas
+        if canvas is None:  # a takeover or a resume: load the normalised DSL stored with the run
+            loaded = load(spec["dsl"])
+            assert loaded.canvas is not None, "a run spec always holds a loadable DSL"
+            canvas = loaded.canvas
         rebuilt = await rebuild(self.store, record)
         state = RunState(canvas=canvas, spec=spec, globals=copy.deepcopy(spec.get("globals") or canvas.globals))
         state.usage.add(rebuilt.usage)

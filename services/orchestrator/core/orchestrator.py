@@ -124,7 +124,7 @@ class Orchestrator:
         spec.setdefault("seed", record.id)
         created = await self.store.create_run(record, request.request_id)
         if created.id == record.id or created.status in (RunStatus.PENDING,):
-            await self._claim(created)
+            await self._claim(created, canvas if created.id == record.id else None)
         return created
 
     def _spec(self, canvas, request: RunRequest, session, previous: RunRecord | None) -> dict[str, Any]:
@@ -165,14 +165,14 @@ class Orchestrator:
         return await self.store.get_run(run_id)
 
     # -- execution and takeover -----------------------------------------------------------------
-    async def _claim(self, record: RunRecord) -> bool:
+    async def _claim(self, record: RunRecord, canvas=None) -> bool:
         try:
             lease = await self.store.acquire_lease(record.id, self.settings.holder, self.settings.lease_ttl_ms)
         except AbortedError:
             return False
         full = record if record.spec.get("dsl") else await self.store.get_run(record.id)
         cancel = asyncio.Event()
-        task = asyncio.create_task(self._drive(full, lease, cancel))
+        task = asyncio.create_task(self._drive(full, lease, cancel, canvas))
         self._runs[record.id] = task
         self._cancels[record.id] = cancel
 
@@ -183,12 +183,12 @@ class Orchestrator:
         task.add_done_callback(forget)
         return True
 
-    async def _drive(self, record: RunRecord, lease, cancel: asyncio.Event) -> None:
+    async def _drive(self, record: RunRecord, lease, cancel: asyncio.Event, canvas=None) -> None:
         deadline_var.set(None)  # the run outlives the RPC that started it
         if record.tenant_id:
             acting_as.set(f"{record.tenant_id}/{record.creator_id}")
         try:
-            await self.loop.drive(record, lease, cancel)
+            await self.loop.drive(record, lease, cancel, canvas)
         except (AgentCanvasError, FailedPreconditionError) as exc:
             logger.error("run %s stopped: %s", record.id, exc.message)
 

@@ -29,6 +29,7 @@ from services.orchestrator.core.refs import UnknownReferenceError
 from services.orchestrator.core.retry import DEFAULT, FAIL, GOTO, NodePolicy, policy_for
 from services.orchestrator.core.schedule import Frontier
 from services.orchestrator.core.state import RunState
+from services.orchestrator.core.values import jsonable, plain_copy
 
 logger = logging.getLogger(__name__)
 
@@ -75,8 +76,7 @@ class Limits:
     node_timeout_s: float | None = None  # overrides every component default when set
 
 
-def _jsonable(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str, ensure_ascii=False))
+_jsonable = jsonable
 
 
 class Execution:
@@ -94,6 +94,8 @@ class Execution:
         self.pauses: list[tuple[str, dict[str, Any]]] = []
         self.last_node = ""
         self._rng = random.Random(state.spec.get("seed", ""))
+        self._rank = {node_id: i for i, node_id in enumerate(canvas.nodes)}
+        self._policies: dict[str, NodePolicy] = {}
 
     # -- events ---------------------------------------------------------------------------------
     def emit(self, kind: str, data: dict[str, Any]) -> None:
@@ -132,7 +134,7 @@ class Execution:
                 finished = [await done.get()]
                 while not done.empty():
                     finished.append(done.get_nowait())
-                finished.sort(key=lambda item: list(self.canvas.nodes).index(item[0]))
+                finished.sort(key=lambda item: self._rank[item[0]])
                 results = []
                 for node_id, task in finished:
                     del tasks[node_id]
@@ -182,14 +184,15 @@ class Execution:
                 continue
             step = frontier.complete(node.id, taken, exception=exception)
             self.last_node = node.id
-            events.append(self._finished_event(node.id, result, outcome, scope))
+            snapshot = plain_copy(_jsonable(self.state.outputs.get(node.id, {})))  # shared by step and event
+            events.append(self._finished_event(node.id, result, outcome, scope, snapshot))
             for skipped, cause in step.skipped:
                 events.append(ev.Event(ev.NODE_SKIPPED, {
                     "component_id": skipped, "component_type": self.canvas.nodes[skipped].type,
                     "reason": f"branch not taken by {cause}"}))
             steps.append(Step(node.id, {
                 "key": self._key(scope, node.id),
-                "outputs": _jsonable(self.state.outputs.get(node.id, {})),
+                "outputs": snapshot,
                 "writes": _jsonable([list(w) for w in result.writes]),
                 "taken": taken, "exception": exception,
                 "usage": result.usage.to_dict() if result.usage.calls or result.usage.total_tokens else None,
@@ -213,11 +216,13 @@ class Execution:
         else:
             stream.close()
 
-    def _finished_event(self, node_id: str, result: NodeResult, outcome: Outcome, scope: str) -> ev.Event:
+    def _finished_event(self, node_id: str, result: NodeResult, outcome: Outcome, scope: str,
+                        outputs: dict[str, Any] | None = None) -> ev.Event:
         node = self.canvas.nodes[node_id]
         data: dict[str, Any] = {
             "component_id": node_id, "component_name": node.name, "component_type": node.type,
-            "parent_id": node.parent_id, "inputs": _jsonable(outcome.inputs), "outputs": _jsonable(self.state.outputs.get(node_id, {})),
+            "parent_id": node.parent_id, "inputs": plain_copy(_jsonable(outcome.inputs)),
+            "outputs": outputs if outputs is not None else plain_copy(_jsonable(self.state.outputs.get(node_id, {}))),
             "elapsed_ms": result.elapsed_ms, "attempt": result.attempt,
         }
         if result.error is not None:
@@ -233,10 +238,15 @@ class Execution:
         return f"{scope}/{node_id}" if scope else node_id
 
     def _policy(self, node) -> NodePolicy:
+        cached = self._policies.get(node.id)
+        if cached is not None:
+            return cached
         cls = registry.get(node.type)
         default_timeout = cls.default_timeout_s if cls else 60.0
-        return policy_for(node.params, default_timeout, max_backoff_s=self.limits.max_backoff_s,
-                          timeout_override_s=self.limits.node_timeout_s if default_timeout is not None else None)
+        policy = policy_for(node.params, default_timeout, max_backoff_s=self.limits.max_backoff_s,
+                            timeout_override_s=self.limits.node_timeout_s if default_timeout is not None else None)
+        self._policies[node.id] = policy
+        return policy
 
     # -- one node -------------------------------------------------------------------------------
     async def _node_task(self, node_id: str, scope: str, frame: Frame | None, frontier: Frontier,

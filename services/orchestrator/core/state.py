@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,6 +9,7 @@ from services.orchestrator.core.dsl.model import CanvasSpec
 from services.orchestrator.core.ports import Usage
 from services.orchestrator.core.refs import Resolver, parse_expr
 from services.orchestrator.core.streams import TextStream
+from services.orchestrator.core.values import plain_copy
 
 
 @dataclass
@@ -42,7 +42,7 @@ class RunState:
         ref = parse_expr(expr.strip().strip("{}").strip())
         if ref.is_global:
             key = ".".join((ref.root, *ref.path))
-            self.globals[key] = copy.deepcopy(value)
+            self.globals[key] = plain_copy(value)
             return
         target = self.outputs.setdefault(ref.root, {})
         if not ref.path:
@@ -54,4 +54,4 @@ class RunState:
                 child = {}
                 target[segment] = child
             target = child
-        target[last] = copy.deepcopy(value)
+        target[last] = plain_copy(value)

@@ -13,6 +13,7 @@ from typing import Any
 from services.common.errors import FailedPreconditionError
 from services.orchestrator.core.components import registry
 from services.orchestrator.core.dsl.migrations import G0_UNMAPPED, migrate_g0, normalize_chunker_dsl, upgrade_g1
+from services.orchestrator.core.values import plain_copy
 from services.orchestrator.core.dsl.model import CONTAINERS, EXCEPTION, NORMAL, ROUTERS, CanvasSpec, Edge, NodeSpec
 
 SYS_DEFAULTS: dict[str, Any] = {
@@ -106,7 +107,8 @@ def load(document: Any) -> LoadResult:
             "this is an ingestion pipeline (dataflow) canvas; it runs on the ingestion runner, not the agent orchestrator",
             reason="INGESTION_PIPELINE",
         )
-    dsl = normalize_chunker_dsl(copy.deepcopy(dsl))
+    migrated = normalize_chunker_dsl(dsl)
+    dsl = migrated if migrated is not dsl else plain_copy(dsl)
     notes: list[str] = []
     components: dict[str, Any] = dsl["components"]
     for cid, entry in list(components.items()):

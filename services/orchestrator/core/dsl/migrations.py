@@ -38,6 +38,11 @@ def normalize_chunker_dsl(dsl: Any) -> Any:
     """§1.5 A: component and id renames, applied everywhere ids can appear."""
     if not isinstance(dsl, dict) or not isinstance(dsl.get("components"), dict):
         return dsl
+    if not any(
+        isinstance(e, dict) and ((e.get("obj") or {}).get("component_name") in COMPONENT_RENAMES or cid.split(":", 1)[0] in COMPONENT_RENAMES)
+        for cid, e in dsl["components"].items()
+    ):
+        return dsl  # nothing to migrate (the common case): no copy
     dsl = copy.deepcopy(dsl)
     id_map: dict[str, str] = {}
     for cid, entry in dsl["components"].items():
@@ -48,10 +53,6 @@ def normalize_chunker_dsl(dsl: Any) -> Any:
         for old, new in COMPONENT_RENAMES.items():
             if cid.startswith(old + ":"):
                 id_map[cid] = new + cid[len(old):]
-    if not id_map and not any(
-        (e.get("obj", {}) or {}).get("component_name") in COMPONENT_RENAMES.values() for e in dsl["components"].values() if isinstance(e, dict)
-    ):
-        return dsl
     components = {}
     for cid, entry in dsl["components"].items():
         entry = _rewrite_strings(entry, id_map) if isinstance(entry, dict) else entry

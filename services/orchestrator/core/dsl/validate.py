@@ -19,6 +19,7 @@ def validate(document: Any) -> LoadResult:
         return result
     canvas = result.canvas
     problems = result.problems
+    lowered = {n.lower() for n in canvas.nodes}
     for node in canvas.nodes.values():
         cls = registry.get(node.type)
         if cls is None:
@@ -34,13 +35,13 @@ def validate(document: Any) -> LoadResult:
                 problems.append(CanvasProblem(node.id, f"params.{field}", "UNSUPPORTED", message))
         if node.type in CONTAINERS and not canvas.start_child(node.id):
             problems.append(CanvasProblem(node.id, "components", "BAD_CONTAINER", f"{node.type} has no {CONTAINERS[node.type]} child"))
-        _check_refs(canvas, node.id, problems)
+        _check_refs(canvas, node.id, problems, lowered)
     _check_reachability(canvas, problems)
     _check_cycles(canvas, problems)
     return result
 
 
-def _check_refs(canvas: CanvasSpec, node_id: str, problems: list[CanvasProblem]) -> None:
+def _check_refs(canvas: CanvasSpec, node_id: str, problems: list[CanvasProblem], lowered: set[str]) -> None:
     node = canvas.nodes[node_id]
     in_iteration = bool(node.parent_id) and canvas.nodes[node.parent_id].type == "Iteration"
     for key, value in node.params.items():
@@ -53,7 +54,7 @@ def _check_refs(canvas: CanvasSpec, node_id: str, problems: list[CanvasProblem])
             elif ref.root == "env":
                 if ".".join((ref.root, *ref.path[:1])) not in canvas.globals:
                     problems.append(CanvasProblem(node_id, f"params.{key}", "DANGLING_REFERENCE", f"unknown variable '{ref.expr}'"))
-            elif ref.root != "sys" and ref.root not in canvas.nodes and ref.root.lower() not in {n.lower() for n in canvas.nodes}:
+            elif ref.root != "sys" and ref.root not in canvas.nodes and ref.root.lower() not in lowered:
                 problems.append(CanvasProblem(node_id, f"params.{key}", "DANGLING_REFERENCE",
                                               f"'{ref.expr}' references unknown component '{ref.root}'"))
 
@@ -61,6 +62,9 @@ def _check_refs(canvas: CanvasSpec, node_id: str, problems: list[CanvasProblem])
 def _check_reachability(canvas: CanvasSpec, problems: list[CanvasProblem]) -> None:
     if not canvas.begin_id:
         return
+    successors: dict[str, list[str]] = {}
+    for edge in canvas.edges:
+        successors.setdefault(edge.source, []).append(edge.target)
     reached: set[str] = set()
     pending = [canvas.begin_id]
     while pending:
@@ -68,7 +72,7 @@ def _check_reachability(canvas: CanvasSpec, problems: list[CanvasProblem]) -> No
         if current in reached:
             continue
         reached.add(current)
-        pending.extend(e.target for e in canvas.edges if e.source == current)
+        pending.extend(successors.get(current, ()))
         if canvas.nodes[current].type in CONTAINERS:
             start = canvas.start_child(current)
             if start:
