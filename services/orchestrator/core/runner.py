@@ -132,6 +132,8 @@ class Execution:
         try:
             while tasks:
                 finished = [await done.get()]
+                if len(tasks) > 1:
+                    await asyncio.sleep(0)  # let siblings finishing in the same tick join this group commit
                 while not done.empty():
                     finished.append(done.get_nowait())
                 finished.sort(key=lambda item: self._rank[item[0]])
