@@ -59,13 +59,23 @@ def _stored_to_event(stored: canvas_store_pb2.StoredRunEvent) -> Event:
 
 class GrpcRunStore:
     def __init__(self, target: str, *, own_token: str | Callable[[], str | None] | None = None, timeout_s: float = 10.0):
-        self._channel = create_channel(target)
-        self._stub = canvas_store_pb2_grpc.CanvasStoreStub(self._channel)
+        # The channel is opened on first use: grpc.aio binds it to the running event loop.
+        self._target = target
+        self._channel: grpc.aio.Channel | None = None
+        self._stub_instance = None
         self._token = own_token
         self._timeout = timeout_s
 
+    @property
+    def _stub(self):
+        if self._stub_instance is None:
+            self._channel = create_channel(self._target)
+            self._stub_instance = canvas_store_pb2_grpc.CanvasStoreStub(self._channel)
+        return self._stub_instance
+
     async def close(self) -> None:
-        await self._channel.close()
+        if self._channel is not None:
+            await self._channel.close()
 
     def _metadata(self) -> list[tuple[str, str]]:
         return outbound_metadata(self._token() if callable(self._token) else self._token, on_behalf_of=acting_as.get() or None)

@@ -79,7 +79,9 @@ class RunLoop:
                     canvas: CanvasSpec | None = None) -> RunStatus | None:
         """Execute (or continue) a run under `lease`. `cancel` lets the local replica cancel at once;
         other replicas' cancels arrive through commit replies and the heartbeat."""
-        spec = record.spec
+        # The store assigns run ids; the id seeds variant choices and keys model request ids.
+        spec = {**record.spec, "run_id": record.id}
+        spec.setdefault("seed", record.id)
         if canvas is None:  # a takeover or a resume: load the normalised DSL stored with the run
             loaded = load(spec["dsl"])
             assert loaded.canvas is not None, "a run spec always holds a loadable DSL"

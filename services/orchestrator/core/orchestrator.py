@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.common.context import deadline_var, new_trace_id, trace_id_var
+from services.common.context import deadline_var, new_trace_id, token_var, trace_id_var
 from services.common.errors import AbortedError, AgentCanvasError, FailedPreconditionError, InvalidArgumentError
 from services.orchestrator.core import sessions
 from services.orchestrator.core.context import Services
@@ -119,9 +119,7 @@ class Orchestrator:
         record = RunRecord(id=secrets.token_hex(16), spec=spec, canvas_id=canvas_id, revision_id=revision_id,
                            session_id=request.session_id, tenant_id=tenant_id, creator_id=user_id,
                            create_time_ms=int(time.time() * 1000))
-        spec["run_id"] = record.id
         spec["trace_id"] = trace_id_var.get() or new_trace_id()
-        spec.setdefault("seed", record.id)
         created = await self.store.create_run(record, request.request_id)
         if created.id == record.id or created.status in (RunStatus.PENDING,):
             await self._claim(created, canvas if created.id == record.id else None)
@@ -168,8 +166,8 @@ class Orchestrator:
     async def _claim(self, record: RunRecord, canvas=None) -> bool:
         try:
             lease = await self.store.acquire_lease(record.id, self.settings.holder, self.settings.lease_ttl_ms)
-        except AbortedError:
-            return False
+        except (AbortedError, FailedPreconditionError):
+            return False  # another replica holds it, or it already ended
         full = record if record.spec.get("dsl") else await self.store.get_run(record.id)
         cancel = asyncio.Event()
         task = asyncio.create_task(self._drive(full, lease, cancel, canvas))
@@ -185,7 +183,8 @@ class Orchestrator:
 
     async def _drive(self, record: RunRecord, lease, cancel: asyncio.Event, canvas=None) -> None:
         deadline_var.set(None)  # the run outlives the RPC that started it
-        if record.tenant_id:
+        if record.tenant_id and not token_var.get():
+            # A takeover runs outside any RPC: the service token acts on behalf of the run's creator.
             acting_as.set(f"{record.tenant_id}/{record.creator_id}")
         try:
             await self.loop.drive(record, lease, cancel, canvas)

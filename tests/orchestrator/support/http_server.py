@@ -24,6 +24,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_response(503)
             self.end_headers()
             return
+        if parsed.path.startswith("/slow") and not self.server.slow_done.is_set():
+            self.server.slow_done.set()  # only the first request hangs (until the server shuts down)
+            self.server.release.wait(120)
         if parsed.path.startswith("/missing"):
             self.send_response(404)
             self.end_headers()
@@ -51,6 +54,8 @@ class EchoServer(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.hits: list[str] = []
         self.failures_left = 0
+        self.slow_done = threading.Event()
+        self.release = threading.Event()
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
 
     @property
@@ -62,5 +67,6 @@ class EchoServer(ThreadingHTTPServer):
         return self
 
     def __exit__(self, *exc) -> None:
+        self.release.set()
         self.shutdown()
         self.server_close()

@@ -1,0 +1,182 @@
+"""Two orchestrator processes on one canvas_store backed by PostgreSQL.
+
+kill -9 one replica mid-run: the other takes the run over from the journal and finishes it, and a
+client reattaching with after_seq sees every event exactly once. A cancel sent to the other replica
+ends the run CANCELLED. Needs the canvas_store service (skipped only when its package is absent).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import grpc
+import pytest
+import sqlalchemy as sa
+import yaml
+from agentcanvas.v1 import common_pb2, orchestrator_pb2, orchestrator_pb2_grpc
+
+from services.common.auth import TokenAuthenticator
+from services.common.bootstrap import start_server
+from services.common.health import wait_until_serving
+from services.common.settings import Config
+from services.common.structs import to_struct
+from tests.orchestrator.support.harness import dsl
+from tests.orchestrator.support.http_server import EchoServer
+
+store_app = pytest.importorskip("services.canvas_store.app", reason="the canvas_store service is not in this tree")
+
+ROOT = Path(__file__).parents[2]
+POSTGRES_URL = os.environ.get("STORE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+TOKENS = [{"token": "t-alice", "tenant": "acme", "user": "alice"},
+          {"token": "t-svc", "tenant": "ops", "user": "orchestrator", "role": "service"}]
+AUTH = [("authorization", "Bearer t-alice")]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def postgres_url():
+    name = f"ac_orch_test_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    yield sa.engine.make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    admin.dispose()
+
+
+class Cluster:
+    def __init__(self, tmp_path: Path, store_port: int):
+        self.tmp_path = tmp_path
+        self.store_address = f"127.0.0.1:{store_port}"
+        self.processes: dict[str, subprocess.Popen] = {}
+        self.addresses: dict[str, str] = {}
+
+    async def spawn(self, name: str) -> str:
+        port = _free_port()
+        config = {
+            "data_dir": str(self.tmp_path / name),
+            "auth": {"embedded": False, "tokens": TOKENS},
+            "addresses": {"canvas_store": self.store_address, "llm_gateway": "127.0.0.1:9"},
+            "log": {"level": "WARNING"},
+            "orchestrator": {"lease_ttl_ms": 1500, "takeover_interval_s": 0.2, "holder": name,
+                             "service_token": "t-svc", "flush_interval_ms": 5},
+        }
+        path = self.tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(config))
+        env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'gen' / 'python'}"}
+        env.pop("AGENT_CANVAS_TOKEN", None)
+        self.processes[name] = subprocess.Popen([sys.executable, "-m", "services.orchestrator", "--config", str(path),
+                                                 "--port", str(port)], env=env, cwd=ROOT)
+        self.addresses[name] = f"127.0.0.1:{port}"
+        await wait_until_serving(self.addresses[name], timeout=60)
+        return self.addresses[name]
+
+    def kill(self, name: str) -> None:
+        self.processes[name].send_signal(signal.SIGKILL)
+        self.processes[name].wait(30)
+
+    def close(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(20)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+
+
+@pytest.fixture
+async def cluster(tmp_path, postgres_url):
+    config = Config.load(env={"AGENT_CANVAS_DATA_DIR": str(tmp_path)}).with_overrides({
+        "auth": {"embedded": False, "tokens": TOKENS},
+        "store": {"database_url": postgres_url, "watch_poll_interval_ms": 50, "seed_templates": False}})
+    built = store_app.build_definition(config)
+    definition = built[0] if isinstance(built, tuple) else built
+    store = await start_server(definition, config, authenticator=TokenAuthenticator.from_config(config, env={}))
+    nodes = Cluster(tmp_path, store.port)
+    yield nodes
+    nodes.close()
+    await store.stop(0)
+
+
+def slow_canvas(url: str):
+    return dsl({
+        "begin": {"type": "Begin", "down": ["prep"]},
+        "prep": {"type": "StringTransform", "params": {"method": "merge", "script": "prepared {sys.query}"}, "down": ["call"]},
+        "call": {"type": "Invoke", "params": {"url": url + "/slow", "timeout": 120}, "down": ["msg"]},
+        "msg": {"type": "Message", "params": {"content": ["{prep@result} / {call@status_code}"]}},
+    })
+
+
+def _kind(event) -> str:
+    return event.WhichOneof("event")
+
+
+async def test_kill_one_replica_mid_run_and_the_other_finishes_it(cluster):
+    a = await cluster.spawn("replica-a")
+    b = await cluster.spawn("replica-b")
+    with EchoServer() as http:
+        async with grpc.aio.insecure_channel(a) as channel_a, grpc.aio.insecure_channel(b) as channel_b:
+            stub_a = orchestrator_pb2_grpc.OrchestratorStub(channel_a)
+            stub_b = orchestrator_pb2_grpc.OrchestratorStub(channel_b)
+            seen = []
+            call = stub_a.RunCanvas(orchestrator_pb2.RunCanvasRequest(dsl=to_struct(slow_canvas(http.url)), query="q"), metadata=AUTH)
+            async for event in call:
+                seen.append(event)
+                if _kind(event) == "node_started" and event.node_started.component_id == "call":
+                    break
+            call.cancel()
+            await asyncio.get_running_loop().run_in_executor(None, http.slow_done.wait, 30)
+            cluster.kill("replica-a")  # mid-run: the Invoke is in flight
+            run_id = seen[0].run_id
+            rest = [e async for e in stub_b.StreamRunEvents(
+                orchestrator_pb2.StreamRunEventsRequest(run_id=run_id, after_seq=seen[-1].seq), metadata=AUTH, timeout=120)]
+    events = seen + rest
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    kinds = [_kind(e) for e in events]
+    assert kinds.count("workflow_started") == 1 and kinds.count("workflow_finished") == 1
+    finished = [e.node_finished.component_id for e in events if _kind(e) == "node_finished"]
+    assert finished.count("prep") == 1 and finished.count("begin") == 1
+    final = events[-1].workflow_finished
+    assert final.status == common_pb2.RUN_STATUS_SUCCEEDED
+    message = next(e.message_end for e in events if _kind(e) == "message_end")
+    assert message.content == "prepared q / 200"
+    starts = [e.node_started.attempt for e in events if _kind(e) == "node_started" and e.node_started.component_id == "call"]
+    assert len(starts) == 2
+
+
+async def test_cancel_from_the_other_replica(cluster):
+    a = await cluster.spawn("replica-a")
+    b = await cluster.spawn("replica-b")
+    with EchoServer() as http:
+        async with grpc.aio.insecure_channel(a) as channel_a, grpc.aio.insecure_channel(b) as channel_b:
+            stub_a = orchestrator_pb2_grpc.OrchestratorStub(channel_a)
+            stub_b = orchestrator_pb2_grpc.OrchestratorStub(channel_b)
+            events = []
+            async for event in stub_a.RunCanvas(orchestrator_pb2.RunCanvasRequest(dsl=to_struct(slow_canvas(http.url)), query="q"),
+                                                metadata=AUTH, timeout=120):
+                events.append(event)
+                if _kind(event) == "node_started" and event.node_started.component_id == "call":
+                    await stub_b.CancelRun(orchestrator_pb2.CancelRunRequest(run_id=event.run_id), metadata=AUTH)
+    assert _kind(events[-1]) == "workflow_finished"
+    assert events[-1].workflow_finished.status == common_pb2.RUN_STATUS_CANCELLED
+    run = await _get_run(b, events[0].run_id)
+    assert run.status == common_pb2.RUN_STATUS_CANCELLED
+
+
+async def _get_run(address: str, run_id: str):
+    async with grpc.aio.insecure_channel(address) as channel:
+        return await orchestrator_pb2_grpc.OrchestratorStub(channel).GetRun(orchestrator_pb2.GetRunRequest(run_id=run_id), metadata=AUTH)
