@@ -180,3 +180,35 @@ async def test_cancel_from_the_other_replica(cluster):
 async def _get_run(address: str, run_id: str):
     async with grpc.aio.insecure_channel(address) as channel:
         return await orchestrator_pb2_grpc.OrchestratorStub(channel).GetRun(orchestrator_pb2.GetRunRequest(run_id=run_id), metadata=AUTH)
+
+
+async def test_pause_on_one_replica_resume_on_the_other(cluster, tmp_path):
+    from agentcanvas.v1 import canvas_store_pb2, canvas_store_pb2_grpc
+
+    a = await cluster.spawn("replica-a")
+    b = await cluster.spawn("replica-b")
+    form = dsl({
+        "begin": {"type": "Begin", "down": ["ask"]},
+        "ask": {"type": "UserFillUp", "down": ["msg"], "params": {
+            "tips": "Where to, {sys.query}?", "inputs": {"city": {"name": "City", "type": "line", "optional": False}}}},
+        "msg": {"type": "Message", "params": {"content": ["Going to {ask@city}"]}},
+    })
+    async with grpc.aio.insecure_channel(cluster.store_address) as store_channel:
+        store = canvas_store_pb2_grpc.CanvasStoreStub(store_channel)
+        canvas = await store.CreateCanvas(canvas_store_pb2.CreateCanvasRequest(
+            canvas=canvas_store_pb2.Canvas(title="trip", dsl=to_struct(form))), metadata=AUTH)
+        session = await store.CreateSession(canvas_store_pb2.CreateSessionRequest(canvas_id=canvas.id), metadata=AUTH)
+    async with grpc.aio.insecure_channel(a) as channel_a, grpc.aio.insecure_channel(b) as channel_b:
+        stub_a = orchestrator_pb2_grpc.OrchestratorStub(channel_a)
+        stub_b = orchestrator_pb2_grpc.OrchestratorStub(channel_b)
+        first = [e async for e in stub_a.RunCanvas(orchestrator_pb2.RunCanvasRequest(
+            canvas_id=canvas.id, session_id=session.id, query="Ann"), metadata=AUTH, timeout=60)]
+        assert [_kind(e) for e in first][-2:] == ["user_inputs_required", "workflow_finished"]
+        assert first[-2].user_inputs_required.tips == "Where to, Ann?"
+        assert first[-1].workflow_finished.status == common_pb2.RUN_STATUS_PAUSED
+        second = [e async for e in stub_b.RunCanvas(orchestrator_pb2.RunCanvasRequest(
+            canvas_id=canvas.id, session_id=session.id, inputs=to_struct({"city": "Oslo"})), metadata=AUTH, timeout=60)]
+    assert second[0].workflow_started.resumed
+    assert [e.node_started.component_id for e in second if _kind(e) == "node_started"] == ["ask", "msg"]
+    assert second[-1].workflow_finished.status == common_pb2.RUN_STATUS_SUCCEEDED
+    assert next(e.message_end.content for e in second if _kind(e) == "message_end") == "Going to Oslo"

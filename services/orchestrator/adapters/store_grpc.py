@@ -44,7 +44,7 @@ def _lease_from_proto(proto: canvas_store_pb2.RunLease) -> Lease:
 
 
 def _session_from_proto(proto: canvas_store_pb2.Session) -> Session:
-    return Session(id=proto.id, canvas_id=proto.canvas_id, user_id=proto.user_id,
+    return Session(id=proto.id, canvas_id=proto.canvas_id, revision_id=proto.revision_id, user_id=proto.user_id,
                    conversation_turns=proto.conversation_turns, history=[from_struct(h) for h in proto.history],
                    state=from_struct(proto.state), etag=proto.etag)
 

@@ -109,9 +109,10 @@ class Orchestrator:
             dsl, canvas_id, revision_id = previous.spec["dsl"], previous.canvas_id, previous.revision_id
         elif request.dsl is not None:
             dsl, canvas_id, revision_id = request.dsl, "", ""
-        elif request.canvas_id:
-            dsl, revision_id = await self.store.get_canvas_dsl(request.canvas_id, request.revision_id)
-            canvas_id = request.canvas_id
+        elif request.canvas_id or (session and session.canvas_id):
+            canvas_id = request.canvas_id or session.canvas_id
+            pinned = session.revision_id if session and session.canvas_id == canvas_id else ""
+            dsl, revision_id = await self.store.get_canvas_dsl(canvas_id, request.revision_id or pinned)
         else:
             raise InvalidArgumentError.for_field("source", "give a canvas_id or an inline dsl")
         canvas = load_for_run(dsl)

@@ -119,6 +119,7 @@ class CommitResult:
 class Session:
     id: str
     canvas_id: str = ""
+    revision_id: str = ""
     user_id: str = ""
     conversation_turns: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
