@@ -161,3 +161,17 @@ async def test_replay_from_after_seq_and_idempotent_request_id():
     tail = [e async for e in orch.stream_events(record.id, after_seq=3)]
     assert [e.seq for e in tail] == [e.seq for e in events[3:]]
     assert [e.data for e in tail] == [e.data for e in events[3:]]
+
+
+async def test_nodes_stopped_by_a_failure_still_get_node_finished():
+    hang = asyncio.Event()
+    doc = dsl({"begin": {"type": "Begin", "down": ["slow", "bad"]},
+               "slow": {"type": "LLM", "params": {"llm_id": "m"}},
+               "bad": {"type": "ListOperations", "params": {"query": "sys.query", "operations": "head"}}})
+    orch = make_orchestrator(llm=ScriptedLlm({"m": [[("gate", hang)]]}))
+    record = await orch.start_run(RunRequest(dsl=doc, query="not a list"))
+    events = [e async for e in orch.stream_events(record.id)]
+    assert finished(events)["error"]["component_id"] == "bad"
+    assert sorted(node_events(events, "node_started")) == sorted(node_events(events, "node_finished"))
+    stopped = next(e for e in events if e.kind == "node_finished" and e.data["component_id"] == "slow")
+    assert stopped.data["error"]["reason"] == "RUN_FAILED"

@@ -152,6 +152,10 @@ class RunLoop:
         last = execution.last_node
         outputs = {"content": answer, "component_id": last, "outputs": state.outputs.get(last, {}) if last else {}}
         events: list[ev.Event] = []
+        if status in (RunStatus.FAILED, RunStatus.CANCELLED):
+            events.extend(execution.unfinished_events(
+                "CANCELLED" if status == RunStatus.CANCELLED else "RUN_FAILED",
+                "stopped: the run was cancelled" if status == RunStatus.CANCELLED else "stopped: another node failed"))
         for node_id, pause in pauses:
             events.append(ev.Event(ev.USER_INPUTS_REQUIRED, {"component_id": node_id, "inputs": pause.get("inputs", {}),
                                                              "tips": pause.get("tips", "")}))

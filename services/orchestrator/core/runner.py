@@ -92,6 +92,7 @@ class Execution:
         self.replay = replay
         self.slots = asyncio.Semaphore(limits.max_concurrency)
         self.pauses: list[tuple[str, dict[str, Any]]] = []
+        self.in_flight: dict[tuple[str, str], str] = {}  # (scope, node) → node id, started and not finished
         self.last_node = ""
         self._rng = random.Random(state.spec.get("seed", ""))
         self._rank = {node_id: i for i, node_id in enumerate(canvas.nodes)}
@@ -155,6 +156,7 @@ class Execution:
         failure: RunFailed | None = None
         for result in results:
             node = self.canvas.nodes[result.node_id]
+            self.in_flight.pop((scope, result.node_id), None)
             if result.pause is not None:
                 if "nested" not in result.pause:  # nested pauses were recorded by the body's scope
                     self.pauses.append((result.node_id, result.pause))
@@ -205,6 +207,18 @@ class Execution:
             await self.journal.commit(steps, events)
         if failure is not None:
             raise failure
+
+    def unfinished_events(self, reason: str, message: str) -> list[ev.Event]:
+        """NodeFinished for nodes that started but were stopped by the run's end (no orphan starts)."""
+        events = []
+        for (_scope, node_id) in list(self.in_flight):
+            node = self.canvas.nodes[node_id]
+            events.append(ev.Event(ev.NODE_FINISHED, {
+                "component_id": node_id, "component_name": node.name, "component_type": node.type,
+                "parent_id": node.parent_id, "inputs": {}, "outputs": {},
+                "error": {"reason": reason, "message": message, "component_id": node_id}}))
+        self.in_flight.clear()
+        return events
 
     def _close_stream(self, node_id: str, outcome: Outcome, error: NodeError | None, on_error: str) -> None:
         stream = self.state.streams.get(node_id)
@@ -273,6 +287,7 @@ class Execution:
                               emit=self.emit, run_body=lambda cid, fr: self.run_body(cid, fr, scope), frame=frame)
             ctx.open_stream = self._stream_opener(ctx, frontier, relaunch)  # type: ignore[method-assign]
             started = time.perf_counter()
+            self.in_flight[(scope, node_id)] = node_id
             self.emit(ev.NODE_STARTED, {"component_id": node_id, "component_name": node.name, "component_type": node.type,
                                         "parent_id": node.parent_id, "thoughts": component.thoughts(ctx), "attempt": attempt})
             error: NodeError | None = None
