@@ -125,3 +125,17 @@ async def test_stored_canvas_by_id_and_cancel_over_grpc(server):
         async for _ in stub.RunCanvas(orchestrator_pb2.RunCanvasRequest(canvas_id="nope"), metadata=AUTH):
             pass
     assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+async def test_runs_of_another_tenant_are_not_found(server, tmp_path):
+    stub, store, _ = server
+    events = [e async for e in stub.RunCanvas(orchestrator_pb2.RunCanvasRequest(dsl=to_struct(chat_dsl()), query="q"), metadata=AUTH)]
+    run_id = events[0].run_id
+    from services.common.context import Identity, identity_var
+    token = identity_var.set(Identity("evil", "mallory"))
+    try:
+        with pytest.raises(NotFoundError):
+            await store.get_run(run_id)
+    finally:
+        identity_var.reset(token)
+    assert (await store.get_run(run_id)).id == run_id

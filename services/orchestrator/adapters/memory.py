@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from services.common.context import current_identity
 from services.common.errors import AbortedError, InvalidArgumentError, NotFoundError
 from services.orchestrator.core.events import Event
 from services.orchestrator.core.values import plain_copy
@@ -61,6 +62,10 @@ class InMemoryRunStore:
 
     def _run(self, run_id: str) -> _Run:
         run = self._runs.get(run_id)
+        identity = current_identity()
+        if run is not None and identity is not None and not identity.is_service and run.record.tenant_id \
+                and run.record.tenant_id != identity.tenant_id:
+            run = None  # another tenant's run: its existence must not leak (AIP-211)
         if run is None:
             raise NotFoundError(f"run {run_id} not found", resource_type="run", resource_name=run_id)
         return run
