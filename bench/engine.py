@@ -150,23 +150,27 @@ def checkpoint_ms(url: str, steps: int) -> float:
     if engine.dialect.name == "sqlite":
         with engine.connect() as conn:
             conn.exec_driver_sql("PRAGMA journal_mode=WAL")
+
+        @sa.event.listens_for(engine, "connect")
+        def _pragmas(dbapi_connection, _record):  # WAL + NORMAL: durable at checkpoints, the usual server setting
+            dbapi_connection.execute("PRAGMA synchronous=NORMAL")
+
+        engine.dispose()
     run_id = uuid.uuid4().hex
     with engine.begin() as conn:
         conn.execute(runs.insert().values(id=run_id, last_seq=0, lease_token=1))
     state = {"key": "n1", "outputs": {"result": "x" * 64}, "writes": [], "taken": None, "exception": False}
     payload = os.urandom(180)
-    seq = 0
+    # Fencing and seq assignment in one statement: the row update fails (no row) when the token is stale.
+    advance = (runs.update().where(runs.c.id == run_id, runs.c.lease_token == 1)
+               .values(last_seq=runs.c.last_seq + 2).returning(runs.c.last_seq))
     started = time.perf_counter()
     for step in range(1, steps + 1):
         with engine.begin() as conn:
-            if engine.dialect.name == "sqlite":
-                conn.exec_driver_sql("PRAGMA synchronous=NORMAL")
-            fenced = conn.execute(sa.select(runs.c.last_seq).where(runs.c.id == run_id, runs.c.lease_token == 1).with_for_update()).scalar_one()
+            last = conn.execute(advance).scalar_one()
             conn.execute(journal.insert().values(run_id=run_id, step_index=step, state=state))
-            conn.execute(events.insert(), [{"run_id": run_id, "seq": fenced + 1, "payload": payload},
-                                           {"run_id": run_id, "seq": fenced + 2, "payload": payload}])
-            seq = fenced + 2
-            conn.execute(runs.update().where(runs.c.id == run_id).values(last_seq=seq))
+            conn.execute(events.insert(), [{"run_id": run_id, "seq": last - 1, "payload": payload},
+                                           {"run_id": run_id, "seq": last, "payload": payload}])
     elapsed = time.perf_counter() - started
     meta.drop_all(engine)
     engine.dispose()
