@@ -58,9 +58,11 @@ def build_orchestrator(config: Config, *, store=None, llm=None) -> tuple[Orchest
 
 def build_definition(config: Config, *, store=None, llm=None) -> ServiceDefinition:
     orchestrator, closables = build_orchestrator(config, store=store, llm=llm)
+    settings = OrchestratorSettings.from_section(config.section("orchestrator"))
 
     def register(server) -> None:
-        orchestrator_pb2_grpc.add_OrchestratorServicer_to_server(OrchestratorServicer(orchestrator), server)
+        servicer = OrchestratorServicer(orchestrator, heartbeat_interval_s=settings.heartbeat_interval_s)
+        orchestrator_pb2_grpc.add_OrchestratorServicer_to_server(servicer, server)
 
     async def start() -> None:
         await orchestrator.start()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+
 from agentcanvas.v1 import common_pb2, orchestrator_pb2, orchestrator_pb2_grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -10,6 +13,7 @@ from services.common.errors import InvalidArgumentError
 from services.common.structs import from_struct, to_struct
 from services.orchestrator.adapters.event_proto import to_proto
 from services.orchestrator.core.orchestrator import InputFileData, Orchestrator, RunRequest
+from services.orchestrator.core.events import Event, now_ms
 from services.orchestrator.core.ports import RunRecord
 
 
@@ -33,6 +37,36 @@ def run_to_proto(record: RunRecord) -> orchestrator_pb2.Run:
     return run
 
 
+async def with_heartbeats(events: AsyncIterator[Event], interval_s: float) -> AsyncIterator[Event | None]:
+    """The events, plus None whenever nothing happened for `interval_s` (a keep-alive slot)."""
+    queue: asyncio.Queue = asyncio.Queue(maxsize=256)
+    done = object()
+
+    async def pump() -> None:
+        try:
+            async for event in events:
+                await queue.put(event)
+        finally:
+            await queue.put(done)
+
+    task = asyncio.create_task(pump())
+    try:
+        while True:
+            try:
+                item = await asyncio.wait_for(queue.get(), interval_s)
+            except TimeoutError:
+                yield None
+                continue
+            if item is done:
+                break
+            yield item
+        await task  # re-raises a failure of the underlying stream
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
 def _run_id(value: str) -> str:
     if not value:
         raise InvalidArgumentError.for_field("run_id", "is required")
@@ -40,8 +74,20 @@ def _run_id(value: str) -> str:
 
 
 class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
-    def __init__(self, orchestrator: Orchestrator):
+    def __init__(self, orchestrator: Orchestrator, heartbeat_interval_s: float = 15.0):
         self._orchestrator = orchestrator
+        self._heartbeat_s = heartbeat_interval_s
+
+    async def _stream(self, record: RunRecord, after_seq: int):
+        trace = str(record.spec.get("trace_id", ""))
+        last_seq = after_seq
+        async for event in with_heartbeats(self._orchestrator.stream_events(record.id, after_seq), self._heartbeat_s):
+            if event is None:
+                yield orchestrator_pb2.RunEvent(run_id=record.id, session_id=record.session_id, seq=last_seq,
+                                                created_at_ms=now_ms(), trace_id=trace, heartbeat=orchestrator_pb2.Heartbeat())
+                continue
+            last_seq = event.seq
+            yield to_proto(event, record.id, record.session_id, trace)
 
     async def RunCanvas(self, request: orchestrator_pb2.RunCanvasRequest, ctx):
         source = request.WhichOneof("source")
@@ -57,17 +103,15 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
         )
         record = await self._orchestrator.start_run(run_request, identity.tenant_id if identity else "",
                                                     identity.user_id if identity else "")
-        trace = str(record.spec.get("trace_id", ""))
-        async for event in self._orchestrator.stream_events(record.id):
-            yield to_proto(event, record.id, record.session_id, trace)
+        async for event in self._stream(record, 0):
+            yield event
 
     async def StreamRunEvents(self, request: orchestrator_pb2.StreamRunEventsRequest, ctx):
         if request.after_seq < 0:
             raise InvalidArgumentError.for_field("after_seq", "must be >= 0")
         record = await self._orchestrator.get_run(_run_id(request.run_id))
-        trace = str(record.spec.get("trace_id", ""))
-        async for event in self._orchestrator.stream_events(record.id, request.after_seq):
-            yield to_proto(event, record.id, record.session_id, trace)
+        async for event in self._stream(record, request.after_seq):
+            yield event
 
     async def CancelRun(self, request: orchestrator_pb2.CancelRunRequest, ctx) -> orchestrator_pb2.Run:
         return run_to_proto(await self._orchestrator.cancel(_run_id(request.run_id)))

@@ -28,6 +28,8 @@ class OrchestratorSettings:
     """Overrides every component's default timeout when set."""
     max_backoff_s: float = 30.0
     """Cap of one retry delay."""
+    heartbeat_interval_s: float = 15.0
+    """A Heartbeat event is sent on an event stream idle for this long (keeps proxies from closing it)."""
     store: str = "grpc"
     """"grpc" (the canvas_store service) or "memory" (single process, nothing survives a restart)."""
     holder: str = ""
