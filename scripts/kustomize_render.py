@@ -370,14 +370,18 @@ class Renderer:
     @staticmethod
     def _apply_patch(directory: Path, entry: Obj, objects: list[Obj]) -> None:
         if "path" in entry:
-            docs = _load_documents(directory / entry["path"])
+            text = (directory / entry["path"]).read_text()
         elif "patch" in entry:
-            docs = [doc for doc in yaml.safe_load_all(entry["patch"]) if doc is not None]
+            text = entry["patch"]
         else:
             raise KustomizeError(f"{directory}: a patch needs path or patch")
+        try:
+            docs = [doc for doc in yaml.safe_load_all(text) if doc is not None]
+        except yaml.YAMLError as exc:
+            raise KustomizeError(f"{directory}: invalid patch YAML: {exc}") from None
         for doc in docs:
-            if not isinstance(doc, dict) or isinstance(doc, list) or "op" in doc:
-                raise KustomizeError(f"{directory}: only strategic-merge patches are supported")
+            if not isinstance(doc, dict) or "op" in doc or "kind" not in doc:
+                raise KustomizeError(f"{directory}: only strategic-merge patches (with kind and metadata) are supported")
             target = entry.get("target") or {}
             kind = target.get("kind", doc.get("kind"))
             name = target.get("name", (doc.get("metadata") or {}).get("name"))
