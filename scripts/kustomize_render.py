@@ -2,8 +2,9 @@
 
 No kustomize binary is installable here (only PyPI, npm and Debian are reachable; Debian's kubectl 1.20
 bundles kustomize v2.0.3, PyPI's bindings need Python >= 3.14), so CI renders with this module and
-validates the result with kubernetes-validate. `kubectl kustomize deploy/k8s/overlays/prod` gives the
-same objects on a real workstation; ordering and generated-name hashes may differ.
+validates the result with kubernetes-validate. The kustomization files are plain kustomize v5, so
+`kubectl kustomize deploy/k8s/overlays/prod` works on a workstation; generated-name hashes and
+ordering differ from this renderer's.
 
 Supported kustomization.yaml keys (anything else is an error, never silently ignored):
   resources          files (multi-document YAML) or directories holding a kustomization.yaml
