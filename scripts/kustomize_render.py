@@ -14,8 +14,9 @@ Supported kustomization.yaml keys (anything else is an error, never silently ign
   commonAnnotations  added to metadata.annotations
   images             [{name, newName, newTag, digest}] for containers and initContainers
   replicas           [{name, count}] for Deployments and StatefulSets
-  patches            [{path | patch, target: {kind, name}}] strategic-merge patches only (a patch
-                     must name its target in its own metadata or through target). JSON 6902 is rejected.
+  patches            [{path | patch, target: {kind, name}}]: one strategic-merge patch per entry,
+                     applied to its own kind/name, or to every object the target matches (a target
+                     without name matches the whole kind). JSON 6902 and label selectors are rejected.
   configMapGenerator / secretGenerator
                      [{name, files, literals, envs, behavior: create|merge|replace, options}]
   generatorOptions   {disableNameSuffixHash, labels, annotations}
@@ -380,17 +381,32 @@ class Renderer:
             docs = [doc for doc in yaml.safe_load_all(text) if doc is not None]
         except yaml.YAMLError as exc:
             raise KustomizeError(f"{directory}: invalid patch YAML: {exc}") from None
-        for doc in docs:
-            if not isinstance(doc, dict) or "op" in doc or "kind" not in doc:
-                raise KustomizeError(f"{directory}: only strategic-merge patches (with kind and metadata) are supported")
-            target = entry.get("target") or {}
-            kind = target.get("kind", doc.get("kind"))
-            name = target.get("name", (doc.get("metadata") or {}).get("name"))
-            matches = [i for i, o in enumerate(objects) if _identity(o) == (kind, name)]
-            if not matches:
-                raise KustomizeError(f"{directory}: patch target {kind}/{name} not found")
-            index = matches[0]
+        # kustomize's `patches` field holds one patch per entry (applied to one or many targets).
+        if len(docs) != 1:
+            raise KustomizeError(f"{directory}: a patch entry must hold exactly one patch, found {len(docs)}")
+        (doc,) = docs
+        if not isinstance(doc, dict) or "op" in doc or "kind" not in doc:
+            raise KustomizeError(f"{directory}: only strategic-merge patches (with kind and metadata) are supported")
+        target = entry.get("target")
+        if target:
+            unknown = set(target) - {"kind", "name"}
+            if unknown:
+                raise KustomizeError(f"{directory}: patch target keys {sorted(unknown)} are not supported")
+            matches = [
+                i
+                for i, o in enumerate(objects)
+                if o["kind"] == target.get("kind", o["kind"]) and o["metadata"]["name"] == target.get("name", o["metadata"]["name"])
+            ]
+            wanted = f"{target.get('kind', '*')}/{target.get('name', '*')}"
+        else:
+            name = (doc.get("metadata") or {}).get("name")
+            matches = [i for i, o in enumerate(objects) if _identity(o) == (doc["kind"], name)]
+            wanted = f"{doc['kind']}/{name}"
+        if not matches:
+            raise KustomizeError(f"{directory}: patch target {wanted} not found")
+        for index in matches:
             patched = strategic_merge(objects[index], doc)
+            # The patch's own name (e.g. "not-important" with a target) never renames the object.
             patched["metadata"]["name"] = objects[index]["metadata"]["name"]
             objects[index] = patched
 

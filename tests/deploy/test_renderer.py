@@ -287,6 +287,16 @@ def test_overlay_generator_merge_rehashes_and_rewrites(tmp_path):
             {"p.yaml": "- op: replace\n  path: /spec/replicas\n  value: 2\n"},
             "only strategic-merge patches",
         ),
+        (
+            "resources: [web.yaml]\npatches:\n  - path: p.yaml\n",
+            {"p.yaml": "kind: Deployment\nmetadata: {name: web}\n---\nkind: Deployment\nmetadata: {name: web}\n"},
+            "exactly one patch, found 2",
+        ),
+        (
+            "resources: [web.yaml]\npatches:\n  - path: p.yaml\n    target: {kind: Deployment, labelSelector: a=b}\n",
+            {"p.yaml": "kind: Deployment\nmetadata: {name: x}\n"},
+            "target keys ['labelSelector']",
+        ),
         ("resources: [web.yaml]\nreplicas:\n  - name: other\n    count: 2\n", {}, "replicas target 'other' not found"),
         ("resources: [web.yaml]\nconfigMapGenerator:\n  - literals: [A=1]\n", {}, "needs a name"),
         ("resources: [web.yaml]\nconfigMapGenerator:\n  - name: x\n    literals: [NOEQUALS]\n", {}, "must be KEY=VALUE"),
@@ -321,3 +331,31 @@ def test_output_order_puts_dependencies_first(rendered):
     kinds = [o["kind"] for o in rendered["prod"]]
     assert kinds[0] == "Namespace"
     assert kinds.index("ServiceAccount") < kinds.index("ConfigMap") < kinds.index("Secret") < kinds.index("Service") < kinds.index("Deployment")
+
+
+def test_a_patch_with_a_kind_target_applies_to_every_object_of_that_kind(tmp_path):
+    second = DEPLOYMENT.replace("name: web\n  labels", "name: api\n  labels")
+    directory = write(
+        tmp_path / "k",
+        {
+            "kustomization.yaml": """
+            resources: [web.yaml, api.yaml]
+            patches:
+              - path: p.yaml
+                target:
+                  kind: Deployment
+            """,
+            "web.yaml": DEPLOYMENT,
+            "api.yaml": second,
+            "p.yaml": """
+            apiVersion: apps/v1
+            kind: Deployment
+            metadata:
+              name: not-important
+            spec:
+              revisionHistoryLimit: 2
+            """,
+        },
+    )
+    objects = renderer.render(directory)
+    assert {o["metadata"]["name"]: o["spec"]["revisionHistoryLimit"] for o in objects} == {"web": 2, "api": 2}
