@@ -37,6 +37,7 @@ run() {
   else
     echo "-- $name: FAILED"
     failures+=("$name")
+    return 1
   fi
 }
 
