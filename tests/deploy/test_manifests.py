@@ -137,7 +137,11 @@ def test_prod_sandbox_runs_in_gvisor_without_privileges(rendered):
     }
     env = {e["name"]: e.get("value") for e in service["env"]}
     assert env["AGENT_CANVAS__SANDBOX__BACKEND"] == "docker"
-    assert env["DOCKER_HOST"] == "unix:///run/docker/docker.sock"
+    # The docker backend's socket is the one the engine sidecar creates on the shared emptyDir.
+    (config_map,) = find(objects, "ConfigMap")
+    docker = yaml.safe_load(config_map["data"]["config.yaml"])["sandbox"]["docker"]
+    assert docker["base_url"] == "unix:///run/docker/docker.sock" and docker["bind_host_usr"] is False
+    assert {"name": "docker-socket", "mountPath": "/run/docker"} in service["volumeMounts"]
     # The engine is a native sidecar in the same gVisor pod, sharing only the socket directory.
     engine = one([{"kind": "c", "metadata": {"name": c["name"]}, **c} for c in pod["initContainers"]], "c", "docker-engine")
     assert engine["restartPolicy"] == "Always"
