@@ -12,6 +12,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from services.common.auth import TokenAuthenticator
+from services.common.errors import UnauthenticatedError
+from services.common.settings import SECTION_BY_SERVICE, Config
 from tests.deploy.support import KUBERNETES_VERSION, OVERLAYS, find, one
 
 SERVICES = {
@@ -371,3 +374,55 @@ def test_images_are_pinned_per_overlay(rendered, overlay):
         for container in pod["containers"] + pod.get("initContainers", []):
             assert container["image"].endswith(f":{tag}"), container["image"]
             assert not container["image"].endswith(":latest")
+
+
+def _container_env(objects: list[dict[str, Any]], workload: dict[str, Any], container: dict[str, Any]) -> dict[str, str]:
+    """The environment Kubernetes would give `container`: secrets resolved, $(VAR) expanded."""
+    secrets = {s["metadata"]["name"]: s.get("stringData") or {} for s in find(objects, "Secret")}
+    env: dict[str, str] = {}
+    for source in container.get("envFrom") or []:
+        env.update(secrets[source["secretRef"]["name"]])
+    for item in container.get("env") or []:
+        if "value" in item:
+            env[item["name"]] = re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), item["value"])
+        elif "secretKeyRef" in item["valueFrom"]:
+            ref = item["valueFrom"]["secretKeyRef"]
+            env[item["name"]] = secrets[ref["name"]][ref["key"]]
+        elif item["valueFrom"].get("fieldRef", {}).get("fieldPath") == "metadata.namespace":
+            env[item["name"]] = workload["metadata"]["namespace"]
+    return env
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_each_service_loads_its_config_and_auth_from_the_pod_environment(rendered, overlay, tmp_path):
+    objects = rendered[overlay]
+    (config_map,) = find(objects, "ConfigMap")
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(config_map["data"]["config.yaml"])
+    tokens = one(objects, "Secret", "agent-canvas-tokens")["stringData"]
+    service_token = [("authorization", f"Bearer {tokens['AGENT_CANVAS_SERVICE_TOKEN']}")]
+    admin_token = [("authorization", f"Bearer {tokens['AGENT_CANVAS_ADMIN_TOKEN']}")]
+    namespace = one(objects, "Deployment", "orchestrator")["metadata"]["namespace"]
+
+    for name, module in (("canvas-store", "canvas_store"), ("orchestrator", "orchestrator"), ("llm-gateway", "llm_gateway"), ("sandbox", "sandbox")):
+        deployment = one(objects, "Deployment", name)
+        container = _container(deployment, name)
+        env = _container_env(objects, deployment, container)
+        env["AGENT_CANVAS_DATA_DIR"] = str(tmp_path / name)  # the emptyDir
+        config = Config.load(config_file, env=env)
+        assert config.port(module, env=env) == SERVICES[name][0]
+        assert config.section(SECTION_BY_SERVICE[module])["shutdown_grace_s"] < _pod_spec(deployment)["terminationGracePeriodSeconds"]
+        authenticator = TokenAuthenticator.from_config(config, env=env)  # every token_env must be set
+        identity, _ = authenticator.authenticate(service_token)
+        assert (identity.tenant_id, identity.role) == ("system", "service")
+        if name in ("llm-gateway", "sandbox"):
+            # Only the orchestrator's token opens the gateway and the sandbox.
+            with pytest.raises(UnauthenticatedError, match="invalid bearer token"):
+                authenticator.authenticate(admin_token)
+        else:
+            assert authenticator.authenticate(admin_token)[0].user_id == "admin"
+        if name == "orchestrator":
+            assert env["AGENT_CANVAS_TOKEN"] == tokens["AGENT_CANVAS_SERVICE_TOKEN"]
+            assert config.address("canvas_store") == f"dns:///canvas-store.{namespace}.svc.cluster.local:50051"
+            assert config.address("sandbox") == f"dns:///sandbox.{namespace}.svc.cluster.local:50054"
+        assert not (tmp_path / name / "token").exists()  # auth.embedded is off: no local token made
