@@ -13,6 +13,8 @@ import compose
 import pytest
 import yaml
 
+from services.common.auth import TokenAuthenticator
+from services.common.settings import Config
 from tests.deploy.support import ROOT
 
 DOCKERFILE = ROOT / "deploy" / "docker" / "Dockerfile"
@@ -186,3 +188,21 @@ def test_compose_file_holds_no_literal_secrets():
         if "=" in line and not line.startswith("#"):
             value = line.split("=", 1)[1]
             assert value == "" or "change-me" in value, line
+
+
+def test_each_compose_service_loads_its_config_and_auth(compose_config, tmp_path):
+    services = compose_config["services"]
+    (mount,) = [v for v in services["canvas-store"]["volumes"] if v["target"] == "/etc/agent-canvas/config.yaml"]
+    assert Path(mount["source"]) == ROOT / "deploy" / "k8s" / "base" / "config.yaml" and mount["read_only"] is True
+    service_token = [("authorization", "Bearer change-me-service-token")]
+    for name, (module, port) in SERVICE_TARGETS.items():
+        env = {k: str(v) for k, v in services[name]["environment"].items()}
+        env["AGENT_CANVAS_DATA_DIR"] = str(tmp_path / name)
+        config = Config.load(mount["source"], env=env)
+        assert config.port(module.split(".")[1], env=env) == port
+        identity, _ = TokenAuthenticator.from_config(config, env=env).authenticate(service_token)
+        assert identity.role == "service"
+    orchestrator = Config.load(mount["source"], env={k: str(v) for k, v in services["orchestrator"]["environment"].items()})
+    assert orchestrator.address("sandbox") == "sandbox:50054"
+    migrate = Config.load(mount["source"], env={k: str(v) for k, v in services["migrate"]["environment"].items()})
+    assert migrate.section("store")["database_url"].startswith("postgresql+psycopg://agent_canvas:")
