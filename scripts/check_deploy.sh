@@ -11,11 +11,16 @@
 #   pytest        tests/deploy (properties of the rendered manifests, renderer, health probe);
 #                 CHECK_DEPLOY_SKIP_PYTEST=1 skips it when CI runs the whole suite anyway
 #
-# Tools come from the dev extras in pyproject.toml (pinned). Usage: scripts/check_deploy.sh
+# Tools come from the dev extras in pyproject.toml (pinned; scripts/setup.sh --test installs them).
+# Usage: scripts/check_deploy.sh   (PYTHON=/path/to/python to pick the interpreter)
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-PYTHON=${PYTHON:-python}
+# The project's interpreter: $PYTHON, else scripts/setup.sh's .venv, else python3 on PATH.
+if [[ -z "${PYTHON:-}" ]]; then
+  if [[ -x "$ROOT/.venv/bin/python" ]]; then PYTHON=$ROOT/.venv/bin/python; else PYTHON=python3; fi
+fi
+export PYTHONPATH="$ROOT:$ROOT/gen/python${PYTHONPATH:+:$PYTHONPATH}"
 BIN=$(dirname "$(command -v "$PYTHON")")
 KUBERNETES_VERSION=${KUBERNETES_VERSION:-1.34.0}
 # Rendered manifests go to DEPLOY_RENDER_DIR (kept, e.g. as a CI artifact) or a temporary dir.

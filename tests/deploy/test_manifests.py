@@ -256,22 +256,40 @@ def test_sandbox_has_no_egress_at_all(rendered, overlay):
     assert _pod_spec(one(objects, "Deployment", "sandbox"))["enableServiceLinks"] is False
 
 
-def _ingress_sources(objects: list[dict[str, Any]], pod: str) -> set[str]:
+def _ingress_sources(objects: list[dict[str, Any]], pod: str, port: int) -> set[str]:
+    """Workloads that may open `port` on `pod`; "<namespace:...>" for any other-namespace peer."""
     sources: set[str] = set()
     for policy in _policies_selecting(objects, pod, "Ingress"):
         for rule in policy["spec"].get("ingress") or []:
+            ports = rule.get("ports")
+            assert ports, f"{policy['metadata']['name']} opens every port of {pod}"
+            if port not in [p["port"] for p in ports]:
+                continue
             peers = rule.get("from")
-            assert peers, f"{policy['metadata']['name']} lets anyone reach {pod}"
+            assert peers, f"{policy['metadata']['name']} lets anyone reach {pod}:{port}"
             for peer in peers:
-                assert set(peer) == {"podSelector"}, f"{policy['metadata']['name']}: only same-namespace pod selectors"
-                sources |= _pods_of(objects, peer["podSelector"])
+                if set(peer) == {"podSelector"}:
+                    sources |= _pods_of(objects, peer["podSelector"])
+                else:
+                    sources.add(f"<namespace:{peer.get('namespaceSelector')}>")
     return sources
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_store_gateway_and_sandbox_are_reachable_only_from_the_orchestrator(rendered, overlay):
     for pod in ("canvas-store", "llm-gateway", "sandbox"):
-        assert _ingress_sources(rendered[overlay], pod) == {"orchestrator"}, pod
+        assert _ingress_sources(rendered[overlay], pod, SERVICES[pod][0]) == {"orchestrator"}, pod
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_only_the_monitoring_namespace_scrapes_metrics(rendered, overlay):
+    monitoring = "<namespace:{'matchLabels': {'kubernetes.io/metadata.name': 'monitoring'}}>"
+    for name in SERVICES:
+        assert _ingress_sources(rendered[overlay], name, 9464) == {monitoring}, name
+        deployment = one(rendered[overlay], "Deployment", name)
+        container = _container(deployment, name)
+        assert {"name": "METRICS_PORT", "value": "9464"} in container["env"]
+        assert deployment["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"] == "9464"
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
