@@ -168,7 +168,7 @@ def test_compose_isolates_the_sandbox_and_limits_secrets(compose_config):
     assert networks["sandbox"]["internal"] is True and networks["backend"]["internal"] is True
     assert [name for name, s in services.items() if "providers" in s["networks"]] == ["llm-gateway"]
     sandbox_env = services["sandbox"]["environment"]
-    assert not {"OPENAI_API_KEY", "STORE_DATABASE_URL", "AGENT_CANVAS_ADMIN_TOKEN"} & set(sandbox_env)
+    assert not {"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "STORE_DATABASE_URL", "AGENT_CANVAS__ORCHESTRATOR__REDIS_URL"} & set(sandbox_env)
     assert "STORE_DATABASE_URL" not in services["llm-gateway"]["environment"]
     for name in ("canvas-store", "orchestrator", "llm-gateway", "migrate"):
         service = services[name]
@@ -182,7 +182,7 @@ def test_compose_file_holds_no_literal_secrets():
     raw = yaml.safe_load(COMPOSE_FILE.read_text())
     for name, service in raw["services"].items():
         for key, value in (service.get("environment") or {}).items():
-            if re.search(r"TOKEN|KEY|PASSWORD|DATABASE_URL|REDIS_URL", key) and key != "AGENT_CANVAS__AUTH__TOKENS":
+            if re.search(r"TOKEN|KEY|PASSWORD|DATABASE_URL|REDIS_URL", key):
                 assert "${" in str(value), f"{name}.{key} must come from the env file"
     for line in ENV_EXAMPLE.read_text().splitlines():
         if "=" in line and not line.startswith("#"):
@@ -195,13 +195,16 @@ def test_each_compose_service_loads_its_config_and_auth(compose_config, tmp_path
     (mount,) = [v for v in services["canvas-store"]["volumes"] if v["target"] == "/etc/agent-canvas/config.yaml"]
     assert Path(mount["source"]) == ROOT / "deploy" / "k8s" / "base" / "config.yaml" and mount["read_only"] is True
     service_token = [("authorization", "Bearer change-me-service-token")]
+    admin_token = [("authorization", "Bearer change-me-admin-token")]
     for name, (module, port) in SERVICE_TARGETS.items():
         env = {k: str(v) for k, v in services[name]["environment"].items()}
         env["AGENT_CANVAS_DATA_DIR"] = str(tmp_path / name)
         config = Config.load(mount["source"], env=env)
         assert config.port(module.split(".")[1], env=env) == port
-        identity, _ = TokenAuthenticator.from_config(config, env=env).authenticate(service_token)
-        assert identity.role == "service"
+        authenticator = TokenAuthenticator.from_config(config, env=env)
+        assert authenticator.authenticate(service_token)[0].role == "service"
+        # The orchestrator forwards the caller's own token inside an RPC: every peer knows it.
+        assert authenticator.authenticate(admin_token)[0].user_id == "admin"
     orchestrator = Config.load(mount["source"], env={k: str(v) for k, v in services["orchestrator"]["environment"].items()})
     assert orchestrator.address("sandbox") == "sandbox:50054"
     migrate = Config.load(mount["source"], env={k: str(v) for k, v in services["migrate"]["environment"].items()})
