@@ -39,7 +39,7 @@ def _container(deployment: dict[str, Any], name: str) -> dict[str, Any]:
 def _pods_of(objects: list[dict[str, Any]], selector: dict[str, Any]) -> set[str]:
     """Names (app.kubernetes.io/name) of workloads whose pod labels match a podSelector."""
     names = set()
-    for workload in find(objects, "Deployment") + find(objects, "Job"):
+    for workload in find(objects, "Deployment") + find(objects, "StatefulSet") + find(objects, "Job"):
         labels = workload["spec"]["template"]["metadata"]["labels"]
         if all(labels.get(k) == v for k, v in (selector.get("matchLabels") or {}).items()) and all(
             _expression_matches(expr, labels) for expr in selector.get("matchExpressions") or []
@@ -86,7 +86,11 @@ def test_every_namespaced_object_is_in_the_overlay_namespace(rendered, overlay):
         else:
             assert obj["metadata"]["namespace"] == namespace, obj["metadata"]["name"]
     kinds = Counter(o["kind"] for o in rendered[overlay])
-    assert kinds["Deployment"] == 4 and kinds["Service"] == 4 and kinds["Job"] == 1
+    assert kinds["Deployment"] == 4 and kinds["Job"] == 1
+    # dev brings its own throwaway PostgreSQL and Redis; prod uses managed ones.
+    datastores = {"dev": {"postgres", "redis"}, "prod": set()}[overlay]
+    assert {o["metadata"]["name"] for o in find(rendered[overlay], "StatefulSet")} == datastores
+    assert {o["metadata"]["name"] for o in find(rendered[overlay], "Service")} == set(SERVICES) | datastores
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -325,7 +329,8 @@ def _entropy_bits_per_char(value: str) -> float:
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_secrets_hold_only_placeholders(rendered, overlay):
     secrets = find(rendered[overlay], "Secret")
-    assert {s["metadata"]["name"] for s in secrets} == {"agent-canvas-tokens", "llm-provider-keys", "shared-state"}
+    expected = {"agent-canvas-tokens", "llm-provider-keys", "shared-state"} | ({"dev-datastores"} if overlay == "dev" else set())
+    assert {s["metadata"]["name"] for s in secrets} == expected
     for secret in secrets:
         values = dict(secret.get("stringData") or {})
         values.update({k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()})
@@ -382,6 +387,35 @@ def test_migration_job_runs_the_store_migrate_command(rendered, overlay):
     assert env["STORE_DATABASE_URL"]["valueFrom"]["secretKeyRef"]["name"] == "shared-state"
     assert _pod_spec(job)["restartPolicy"] in ("OnFailure", "Never")
     assert job["spec"]["backoffLimit"] >= 1
+
+
+def test_dev_datastores_match_the_shared_state_urls_and_are_fenced(rendered):
+    objects = rendered["dev"]
+    state = one(objects, "Secret", "shared-state")["stringData"]
+    passwords = one(objects, "Secret", "dev-datastores")["stringData"]
+    assert state["STORE_DATABASE_URL"] == f"postgresql+psycopg://agent_canvas:{passwords['POSTGRES_PASSWORD']}@postgres:5432/agent_canvas"
+    assert state["REDIS_URL"] == f"redis://:{passwords['REDIS_PASSWORD']}@redis:6379/0"
+    assert _ingress_sources(objects, "postgres", 5432) == {"canvas-store", "canvas-store-migrate"}
+    assert _ingress_sources(objects, "redis", 6379) == {"orchestrator"}
+    for name in ("postgres", "redis"):
+        for policy in _policies_selecting(objects, name, "Egress"):
+            for rule in policy["spec"].get("egress") or []:
+                assert [p["port"] for p in rule["ports"]] == [53, 53], policy["metadata"]["name"]  # DNS only
+        pod = one(objects, "StatefulSet", name)["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
+        assert {"cpu", "memory"} <= set(pod["containers"][0]["resources"]["limits"])
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_image_has_an_exact_tag(rendered, overlay):
+    for workload in [o for o in rendered[overlay] if o["kind"] in ("Deployment", "StatefulSet", "Job")]:
+        pod = _pod_spec(workload)
+        for container in pod["containers"] + pod.get("initContainers", []):
+            name, _, tag = container["image"].rpartition(":")
+            assert name and tag and tag != "latest", container["image"]
+            if "/" not in name:  # public images: an exact release (postgres numbers them x.y)
+                assert re.fullmatch(r"\d+(\.\d+){1,2}(-[a-z0-9]+)?", tag), container["image"]
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
