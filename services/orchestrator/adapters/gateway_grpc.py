@@ -29,7 +29,11 @@ def to_request(request: ChatRequest) -> llm_gateway_pb2.ChatRequest:
 
     proto = llm_gateway_pb2.ChatRequest(model=request.model, with_reasoning=True, request_id=request.request_id)
     for message in request.messages:
-        proto.messages.add(role=str(message.get("role", "user")), content=str(message.get("content", "")))
+        added = proto.messages.add(role=str(message.get("role", "user")), content=str(message.get("content", "")))
+        if message.get("images"):  # multimodal: the text first, then every image
+            added.parts.add(text=added.content)
+            for url in message["images"]:
+                added.parts.add(image_url=str(url))
     generation = proto.generation
     for name in ("temperature", "top_p", "max_tokens", "presence_penalty", "frequency_penalty"):
         value = getattr(request, name)

@@ -79,7 +79,28 @@ class LLM(Component):
                 messages.append(rendered)
         if not messages or messages[-1]["role"] != "user" or not str(messages[-1]["content"]).strip():
             raise NodeError(f"{self.id}: the last prompt must be a non-empty user message", reason="BAD_PROMPT")
+        self._attach_files(ctx, prompts, messages[-1])
         return messages
+
+    def _attach_files(self, ctx, prompts: list[dict[str, Any]], last: dict[str, Any]) -> None:
+        """§5.7 steps 1-2: images (data:image/... or visual_files_var) ride along as image parts; the
+        text of sys.files is appended to the last user message unless a prompt references it."""
+        images: list[str] = []
+        mentioned = "sys.files" in str(self.params.get("sys_prompt", "")) + "".join(str(p.get("content", "")) for p in prompts)
+        if not mentioned:
+            for item in ctx.globals.get("sys.files") or []:
+                if isinstance(item, str) and item.startswith("data:image/"):
+                    images.append(item)
+                elif isinstance(item, str) and item:
+                    last["content"] = f"{last['content']}\n\n{item}"
+        visual = self.params.get("visual_files_var")
+        if visual:
+            value = ctx.resolve(visual)
+            for item in value if isinstance(value, list) else [value]:
+                if isinstance(item, str) and item.startswith(("data:image/", "http://", "https://")) and item not in images:
+                    images.append(item)
+        if images:
+            last["images"] = images
 
     def thoughts(self, ctx) -> str:
         return ""
