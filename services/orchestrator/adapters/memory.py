@@ -74,16 +74,17 @@ class InMemoryRunStore:
     async def create_run(self, record: RunRecord, request_id: str = "") -> RunRecord:
         if request_id and request_id in self._requests:
             return self._copy(self._runs[self._requests[request_id]].record)
-        stored = replace(record, spec=_plain_copy(record.spec), create_time_ms=record.create_time_ms or self._clock(),
+        # The spec is immutable once created (the core never changes it), so it is shared, not copied.
+        stored = replace(record, create_time_ms=record.create_time_ms or self._clock(),
                          update_time_ms=self._clock(), status=RunStatus.PENDING)
         self._runs[record.id] = _Run(stored)
         if request_id:
             self._requests[request_id] = record.id
-        return self._copy(stored)
+        return replace(stored)
 
     @staticmethod
     def _copy(record: RunRecord) -> RunRecord:
-        return replace(record, spec=_plain_copy(record.spec), outputs=_plain_copy(record.outputs))
+        return replace(record, outputs=_plain_copy(record.outputs))
 
     async def get_run(self, run_id: str) -> RunRecord:
         run = self._run(run_id)

@@ -67,7 +67,7 @@ class Journal:
             return
         self._queue.append(event)
         if self._timer is None and self._flusher is None and not self._leading:
-            self._timer = asyncio.get_running_loop().call_later(self._interval, self._kick)
+            self._timer = asyncio.get_running_loop().call_later(self._interval, self._on_timer)
 
     async def commit(self, steps: list[Step], events: list[Event], **terminal: Any) -> None:
         """Persist steps and events (after everything queued before them) and wait for it."""
@@ -76,10 +76,8 @@ class Journal:
         future = asyncio.get_running_loop().create_future()
         self._queue.append(_Commit(steps, events, future, terminal))
         if self._flusher is None and not self._leading:
-            # Nobody is writing: this caller leads and writes the queue itself (no extra task).
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
+            # Nobody is writing: this caller leads and writes the queue itself (no extra task). A
+            # pending flush timer is left alone; it finds the queue empty (cheaper than cancelling).
             self._leading = True
             try:
                 await self._drain()
@@ -94,10 +92,12 @@ class Journal:
     async def flush(self) -> None:
         await self.commit([], [])
 
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self._queue:
+            self._kick()
+
     def _kick(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
         if self._flusher is None and not self._leading:
             self._flusher = asyncio.get_running_loop().create_task(self._flush_all())
 

@@ -182,6 +182,9 @@ class Resolver:
     def render(self, text: str, joiner: str | None = None) -> str:
         from services.orchestrator.core.render import stringify
 
+        if "{" not in text:
+            return text  # no reference can start without a brace
+
         parts: list[str] = []
         for token in tokenize(text):
             if isinstance(token, str):

@@ -29,7 +29,7 @@ from services.orchestrator.core.refs import UnknownReferenceError
 from services.orchestrator.core.retry import DEFAULT, FAIL, GOTO, NodePolicy, policy_for
 from services.orchestrator.core.schedule import Frontier
 from services.orchestrator.core.state import RunState
-from services.orchestrator.core.values import jsonable, plain_copy
+from services.orchestrator.core.values import json_copy
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +76,6 @@ class Limits:
     node_timeout_s: float | None = None  # overrides every component default when set
 
 
-_jsonable = jsonable
 
 
 class Execution:
@@ -188,7 +187,7 @@ class Execution:
                 continue
             step = frontier.complete(node.id, taken, exception=exception)
             self.last_node = node.id
-            snapshot = plain_copy(_jsonable(self.state.outputs.get(node.id, {})))  # shared by step and event
+            snapshot = json_copy(self.state.outputs.get(node.id, {}))  # shared by step and event
             events.append(self._finished_event(node.id, result, outcome, scope, snapshot))
             for skipped, cause in step.skipped:
                 events.append(ev.Event(ev.NODE_SKIPPED, {
@@ -197,7 +196,7 @@ class Execution:
             steps.append(Step(node.id, {
                 "key": self._key(scope, node.id),
                 "outputs": snapshot,
-                "writes": _jsonable([list(w) for w in result.writes]),
+                "writes": json_copy([list(w) for w in result.writes]),
                 "taken": taken, "exception": exception,
                 "usage": result.usage.to_dict() if result.usage.calls or result.usage.total_tokens else None,
                 "exit_loop": result.exit_loop,
@@ -237,8 +236,8 @@ class Execution:
         node = self.canvas.nodes[node_id]
         data: dict[str, Any] = {
             "component_id": node_id, "component_name": node.name, "component_type": node.type,
-            "parent_id": node.parent_id, "inputs": plain_copy(_jsonable(outcome.inputs)),
-            "outputs": outputs if outputs is not None else plain_copy(_jsonable(self.state.outputs.get(node_id, {}))),
+            "parent_id": node.parent_id, "inputs": json_copy(outcome.inputs),
+            "outputs": outputs if outputs is not None else json_copy(self.state.outputs.get(node_id, {})),
             "elapsed_ms": result.elapsed_ms, "attempt": result.attempt,
         }
         if result.error is not None:
@@ -317,9 +316,11 @@ class Execution:
                 self.state.outputs[node_id] = dict(outcome.outputs)
                 result = NodeResult(node_id, outcome=outcome, attempt=attempt, elapsed_ms=elapsed, writes=ctx.writes, usage=ctx.usage)
                 result.exit_loop = bool(frame and frame.exit_requested and node.type == "ExitLoop")
-                self.state.usage.add(ctx.usage)
+                if ctx.usage.calls or ctx.usage.total_tokens:
+                    self.state.usage.add(ctx.usage)
                 return result
-            self.state.usage.add(ctx.usage)
+            if ctx.usage.calls or ctx.usage.total_tokens:
+                self.state.usage.add(ctx.usage)
             assert error is not None
             if error.retryable and attempt <= policy.max_retries:
                 delay = policy.backoff(attempt, self._rng)

@@ -28,3 +28,14 @@ def jsonable(value: Any) -> Any:
         items = [jsonable(v) for v in value]
         return value if all(a is b for a, b in zip(items, value)) else items
     return json.loads(json.dumps(value, default=str, ensure_ascii=False))
+
+
+def json_copy(value: Any) -> Any:
+    """A JSON-safe deep copy in one pass (tuples become lists, keys strings, odd leaves JSON-coerced)."""
+    if isinstance(value, _PLAIN):
+        return value
+    if isinstance(value, dict):
+        return {k if isinstance(k, str) else str(k): json_copy(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_copy(v) for v in value]
+    return json.loads(json.dumps(value, default=str, ensure_ascii=False))
