@@ -52,23 +52,23 @@ class ExcelProcessor(Component):
         op = params.get("operation", "read")
         return [] if op in OPERATIONS else [("operation", f"operation must be one of {', '.join(OPERATIONS)}")]
 
-    def _tables(self, ctx) -> list[list[dict[str, Any]]]:
+    async def _tables(self, ctx) -> list[list[dict[str, Any]]]:
         refs = self.param("input_files", [])
-        tables = []
+        texts = []
         for ref in refs if isinstance(refs, list) else [refs]:
             value = ctx.resolve(ref)
-            for item in value if isinstance(value, list) else [value]:
-                tables.append(_records(_file_text(item)))
-        return tables
+            texts.extend(_file_text(item) for item in (value if isinstance(value, list) else [value]))
+        # Parsing may be large: it runs on the bounded thread pool, not on the event loop.
+        return [await ctx.run_blocking(_records, text) for text in texts]
 
     async def invoke(self, ctx) -> Outcome:
         op = self.param("operation", "read")
         if op == "read":
-            tables = self._tables(ctx)
+            tables = await self._tables(ctx)
             summary = f"{len(tables)} table(s): " + ", ".join(f"{len(t)} rows" for t in tables)
             return Outcome(outputs={"data": tables, "summary": summary, "markdown": "\n\n".join(_markdown(t) for t in tables)})
         if op == "merge":
-            tables = self._tables(ctx)
+            tables = await self._tables(ctx)
             if self.param("merge_strategy", "concat") == "join":
                 key = self.param("join_on")
                 if not key:
