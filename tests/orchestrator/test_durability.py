@@ -175,3 +175,40 @@ async def test_nodes_stopped_by_a_failure_still_get_node_finished():
     assert sorted(node_events(events, "node_started")) == sorted(node_events(events, "node_finished"))
     stopped = next(e for e in events if e.kind == "node_finished" and e.data["component_id"] == "slow")
     assert stopped.data["error"]["reason"] == "RUN_FAILED"
+
+
+async def test_takeover_inside_a_loop_keeps_counters_and_finished_passes():
+    store = InMemoryRunStore()
+    hang = asyncio.Event()
+    # replica A: passes 0 and 1 answer, pass 2 hangs; replica B answers whatever it is asked
+    a = make_orchestrator(store, ScriptedLlm({"m": [[("text", "a0")], [("text", "a1")], [("gate", hang)]]}), holder="a")
+    b = make_orchestrator(store, ScriptedLlm({"m": [[("text", "b")]]}), holder="b")
+    doc = dsl({
+        "begin": {"type": "Begin", "down": ["loop"]},
+        "loop": {"type": "Loop", "down": ["msg"], "params": {
+            "maximum_loop_count": 4,
+            "loop_variables": [{"variable": "log", "type": "array", "input_mode": "constant", "value": []}]}},
+        "li": {"type": "LoopItem", "parent": "loop", "down": ["ask"]},
+        "ask": {"type": "LLM", "parent": "loop", "params": {"llm_id": "m"}, "down": ["keep"]},
+        "keep": {"type": "VariableAssigner", "parent": "loop", "params": {"variables": [
+            {"variable": "loop@log", "operator": "append", "parameter": "ask@content"}]}},
+        "msg": {"type": "Message", "params": {"content": ["{loop@log}"]}},
+    })
+    record = await a.start_run(RunRequest(dsl=doc, query="q"))
+    asks = []
+
+    def third_pass_started(event) -> bool:
+        if event.kind == "node_started" and event.data["component_id"] == "ask":
+            asks.append(event)
+        return len(asks) == 3
+
+    first = await _until(a.stream_events(record.id), third_pass_started)
+    await a.stop(grace=0)
+    store.expire_lease(record.id)
+    assert await b.reap_once() == 1
+    events = [e async for e in b.stream_events(record.id)]
+    await b.wait_idle()
+    assert finished(events)["outputs"]["content"] == '["a0","a1","b","b"]'
+    assert node_events(events, "node_finished").count("keep") == 4  # passes 0 and 1 were not re-run
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert events[:len(first)] == first  # B continued the same log
