@@ -122,3 +122,39 @@ async def test_agent_without_tools_runs_like_an_llm():
     _, events = await run_dsl(make_orchestrator(llm=llm), doc, "hello")
     assert finished(events)["outputs"]["content"] == "agent says hi"
     assert llm.requests[0].messages[-1] == {"role": "user", "content": "hello"}
+
+
+def router(query_ref: str = "sys.query"):
+    return dsl({
+        "begin": {"type": "Begin", "down": ["cat"]},
+        "cat": {"type": "Categorize", "down": ["refund", "sales", "other"], "params": {
+            "llm_id": "m", "query": query_ref, "category_description": {
+                "Refund": {"description": "money back", "examples": ["I want my money back"], "to": ["refund"]},
+                "Sales ": {"description": "buying", "examples": "How much is it?\nDo you ship?", "to": "sales"},
+                "Other": {"description": "anything else", "to": ["other"]}}}},
+        **{k: {"type": "Message", "params": {"content": [k]}, "down": ["agg"]} for k in ("refund", "sales", "other")},
+        "agg": {"type": "VariableAggregator", "params": {"groups": [{"group_name": "which", "variables": [
+            {"value": "refund@content"}, {"value": "sales@content"}, {"value": "other@content"}]}]}},
+    })
+
+
+async def test_categorize_routes_on_constrained_json_and_skips_other_branches():
+    llm = ScriptedLlm({"m": [[("text", '{"category": "sales"}')]]})
+    _, events = await run_dsl(make_orchestrator(llm=llm), router(), "How much for two?")
+    assert finished(events)["outputs"]["content"] == "sales"
+    assert node_events(events, "node_skipped") == ["refund", "other"]
+    cat = next(e for e in events if e.kind == "node_finished" and e.data["component_id"] == "cat")
+    assert cat.data["branch"] == "Sales " and cat.data["next"] == ["sales"]
+    request = llm.requests[0]
+    assert request.json_schema["properties"]["category"]["enum"] == ["Refund", "Sales", "Other"]
+    assert 'USER: "Do you ship?" → Sales' in request.messages[0]["content"]  # string examples were split (G1)
+    assert request.messages[1]["content"].endswith("USER: How much for two?")
+
+
+async def test_categorize_falls_back_to_counting_names_then_the_last_category():
+    llm = ScriptedLlm({"m": [[("text", "Refund, definitely a refund")], [("text", "no idea")]]})
+    orch = make_orchestrator(llm=llm)
+    _, events = await run_dsl(orch, router(), "money")
+    assert finished(events)["outputs"]["content"] == "refund"
+    _, events = await run_dsl(orch, router(), "??")
+    assert finished(events)["outputs"]["content"] == "other"

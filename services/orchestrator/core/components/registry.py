@@ -9,7 +9,7 @@ _REGISTRY: dict[str, type[Component]] = {}
 # Recognised RAGFlow components that are not implemented here yet (a later issue brings them).
 KNOWN_UNIMPLEMENTED = frozenset(
     {
-        "Categorize", "Retrieval", "CodeExec", "Browser", "AkShare", "ArXiv", "BGPT", "Crawler", "DeepL",
+        "Retrieval", "CodeExec", "Browser", "AkShare", "ArXiv", "BGPT", "Crawler", "DeepL",
         "DuckDuckGo", "Email", "ExeSQL", "GitHub", "Google", "GoogleScholar", "Jin10", "KeenableSearch",
         "PubMed", "QueritSearch", "QueritContents", "QWeather", "SearXNG", "TavilySearch", "TavilyExtract",
         "TuShare", "WenCai", "Wikipedia", "YahooFinance",
@@ -40,6 +40,6 @@ def _load_all() -> None:
         return
     # Importing the modules registers their classes.
     from services.orchestrator.core.components import (  # noqa: F401
-        begin, containers, data_operations, doc_generator, excel_processor, invoke, list_operations, llm,
+        begin, categorize, containers, data_operations, doc_generator, excel_processor, invoke, list_operations, llm,
         message, string_transform, switch, user_fill_up, variable_aggregator, variable_assigner,
     )
