@@ -89,6 +89,15 @@ class Journal:
             self._kick()
         await future
 
+    def abandon(self) -> None:
+        """Stop writing: drop queued events and cancel timers (the run is being abandoned)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._flusher is not None:
+            self._flusher.cancel()
+        self._queue = []
+
     async def flush(self) -> None:
         await self.commit([], [])
 

@@ -109,6 +109,9 @@ class RunLoop:
         except JournalFailed as failed:
             logger.warning("run %s: stopping, journal unavailable (%s)", record.id, failed.cause.message)
             return None
+        except asyncio.CancelledError:
+            journal.abandon()  # shutdown or crash simulation: nothing more is written
+            raise
         finally:
             heartbeat.cancel()
             await asyncio.gather(heartbeat, return_exceptions=True)

@@ -68,6 +68,7 @@ class Orchestrator:
         self.takeover_interval_s = takeover_interval_s
         self._runs: dict[str, asyncio.Task] = {}
         self._cancels: dict[str, asyncio.Event] = {}
+        self._leases: dict[str, int] = {}
         self._reaper: asyncio.Task | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -82,12 +83,20 @@ class Orchestrator:
             self._reaper.cancel()
             await asyncio.gather(self._reaper, return_exceptions=True)
             self._reaper = None
-        running = [t for t in self._runs.values() if not t.done()]
+        running = {run_id: t for run_id, t in self._runs.items() if not t.done()}
         if running and grace > 0:
-            await asyncio.wait(running, timeout=grace)
-        for task in running:
+            await asyncio.wait(running.values(), timeout=grace)
+        abandoned = {run_id: self._leases.get(run_id) for run_id, t in running.items() if not t.done()}
+        for task in running.values():
             task.cancel()
-        await asyncio.gather(*running, return_exceptions=True)
+        await asyncio.gather(*running.values(), return_exceptions=True)
+        for run_id, token in abandoned.items():
+            if token is None:
+                continue
+            try:  # hand the run over at once instead of waiting for the lease to lapse
+                await self.store.release_lease(run_id, token)
+            except AgentCanvasError as exc:
+                logger.info("run %s: could not release the lease: %s", run_id, exc.message)
 
     # -- RPC operations -------------------------------------------------------------------------
     async def validate(self, dsl: dict[str, Any] | None, canvas_id: str = "") -> LoadResult:
@@ -174,10 +183,12 @@ class Orchestrator:
         task = asyncio.create_task(self._drive(full, lease, cancel, canvas))
         self._runs[record.id] = task
         self._cancels[record.id] = cancel
+        self._leases[record.id] = lease.token
 
         def forget(_task: asyncio.Task, run_id: str = record.id) -> None:
             self._runs.pop(run_id, None)
             self._cancels.pop(run_id, None)
+            self._leases.pop(run_id, None)
 
         task.add_done_callback(forget)
         return True
