@@ -74,6 +74,11 @@ class WebApiSettings:
     max_retries: int = 2
     backoff_s: float = 0.2
 
+    @property
+    def config_path(self) -> str:
+        """Where this API's keys live under `tools:` (RAGFlow's server sits under retrieval)."""
+        return "retrieval.ragflow" if self.section == "ragflow" else self.section
+
     def key_for(self, dsl_params: Mapping[str, Any] | None = None) -> str:
         """The key to send: configured key first, else a real-looking `api_key` from the DSL, else ""."""
         if self.api_key:
@@ -192,7 +197,7 @@ class ToolsSettings:
         return cls.from_mapping(
             config.section("tools"),
             data_dir=config.data_dir,
-            sandbox_address=config.address("sandbox"),
+            sandbox_address=str((config.raw.get("addresses") or {}).get("sandbox") or "127.0.0.1:50054"),
             env=env,
         )
 

@@ -74,7 +74,7 @@ async def send(
             if response.status_code in (401, 403):
                 raise ToolConfigError(
                     tool,
-                    f"tools.{api.section}.api_key",
+                    f"tools.{api.config_path}.api_key",
                     f"the API rejected the key (HTTP {response.status_code}: {_error_text(response)})",
                 )
             if response.status_code not in _RETRY_STATUSES or last:
@@ -101,11 +101,11 @@ def require_key(tool: str, api: WebApiSettings, params: Mapping[str, Any]) -> st
     key = api.key_for(params)
     if not key:
         hint = f" or the {api.api_key_env} environment variable" if api.api_key_env else ""
-        raise ToolConfigError(tool, f"tools.{api.section}.api_key", f"no API key: set tools.{api.section}.api_key{hint}")
+        raise ToolConfigError(tool, f"tools.{api.config_path}.api_key", f"no API key: set tools.{api.config_path}.api_key{hint}")
     return key
 
 
 def require_base_url(tool: str, api: WebApiSettings) -> str:
     if not api.base_url:
-        raise ToolConfigError(tool, f"tools.{api.section}.base_url", f"no base URL: set tools.{api.section}.base_url")
+        raise ToolConfigError(tool, f"tools.{api.config_path}.base_url", f"no base URL: set tools.{api.config_path}.base_url")
     return api.base_url
