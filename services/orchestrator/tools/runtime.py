@@ -71,7 +71,7 @@ class ToolRuntime:
         if self._mcp is None:
             from services.orchestrator.tools.mcp_tools import McpConnections
 
-            self._mcp = McpConnections(self.settings.mcp_servers)
+            self._mcp = McpConnections(self.settings.mcp_servers, errlog_dir=self.settings.data_dir / "logs")
         return self._mcp
 
     def context(self, *, references: ReferenceBucket | None = None, request_id: str = "") -> "ToolContext":
