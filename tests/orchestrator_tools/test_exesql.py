@@ -225,3 +225,22 @@ async def test_connection_params_are_validated(tmp_path: Path):
         assert isinstance(Target, type)
     finally:
         await runtime.aclose()
+
+
+@pytest.mark.parametrize("db_type", ["postgres", "mysql"])
+async def test_unreachable_database_is_a_typed_error(tmp_path: Path, db_type: str):
+    import socket
+
+    from services.orchestrator.tools.errors import ToolUpstreamError
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    runtime = ToolRuntime(make_settings({"exesql": {"timeout_s": 5}}, tmp_path))
+    try:
+        params = {"db_type": db_type, "host": "127.0.0.1", "port": port, "username": "u", "password": "p4ssw0rd", "database": "d"}
+        result = await ExeSQL().invoke({"sql": "SELECT 1"}, params=params, context=runtime.context())
+    finally:
+        await runtime.aclose()
+    assert isinstance(result.error, ToolUpstreamError), result.error
+    assert "cannot connect" in result.error.message and "p4ssw0rd" not in result.error.message

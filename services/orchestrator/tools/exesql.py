@@ -180,6 +180,8 @@ def run_statements(target: Target, statements: list[str], *, max_records: int, t
             raw = engine.raw_connection()
         except sa_exc.DBAPIError as error:
             raise _db_error(error.orig or error, connecting=True) from None
+        except dbapi_error as error:  # some dialects let the driver's own error through on connect
+            raise _db_error(error, connecting=True) from None
         try:
             cursor = raw.cursor()
             if not target.allow_writes:
