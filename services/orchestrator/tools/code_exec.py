@@ -30,7 +30,7 @@ from agentcanvas.v1 import sandbox_pb2, sandbox_pb2_grpc
 from services.common import errors as common_errors
 from services.common.clients import call_timeout, create_channel, outbound_metadata
 from services.common.status import from_rpc_error
-from services.common.structs import to_struct
+from services.common.structs import from_value, to_struct
 from services.orchestrator.tools.base import Download, ParamProblem, Tool, ToolResult
 from services.orchestrator.tools.citations import stable_id
 from services.orchestrator.tools.errors import (
@@ -105,7 +105,7 @@ class SandboxClient:
                 elif kind == "stderr":
                     stderr.extend(event.stderr.data)
                 elif kind == "result":
-                    outcome.result_json = event.result.json or json.dumps(_value_to_python(event.result.value))
+                    outcome.result_json = event.result.json or json.dumps(from_value(event.result.value))
                 elif kind == "artifact":
                     outcome.artifacts.append(event.artifact)
                 elif kind == "exit":
@@ -122,12 +122,6 @@ class SandboxClient:
         if self._channel is not None:
             await self._channel.close()
             self._channel = None
-
-
-def _value_to_python(value: Any) -> Any:
-    from services.common.structs import from_value
-
-    return from_value(value)
 
 
 def _rpc_error(error: grpc.aio.AioRpcError, address: str) -> Exception:

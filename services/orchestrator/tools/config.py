@@ -170,7 +170,7 @@ class McpServerSettings:
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     cwd: str = ""
     timeout_s: float = 10.0
-    connect_timeout_s: float = 5.0
+    connect_timeout_s: float = 10.0
 
     @property
     def transport(self) -> str:
@@ -305,7 +305,7 @@ def _parse_code_exec(raw: Mapping[str, Any], sandbox_address: str, env: Mapping[
 
 def _parse_mcp(raw: Mapping[str, Any]) -> dict[str, McpServerSettings]:
     timeout = _number(raw, "timeout_s", 10.0, "mcp")
-    connect_timeout = _number(raw, "connect_timeout_s", 5.0, "mcp")
+    connect_timeout = _number(raw, "connect_timeout_s", 10.0, "mcp")
     servers: dict[str, McpServerSettings] = {}
     for server_id, entry in _mapping(raw.get("servers"), "mcp.servers").items():
         servers[str(server_id)] = parse_mcp_server(str(server_id), _mapping(entry, f"mcp.servers.{server_id}"), timeout, connect_timeout)
@@ -313,7 +313,7 @@ def _parse_mcp(raw: Mapping[str, Any]) -> dict[str, McpServerSettings]:
 
 
 def parse_mcp_server(
-    server_id: str, entry: Mapping[str, Any], timeout_s: float = 10.0, connect_timeout_s: float = 5.0
+    server_id: str, entry: Mapping[str, Any], timeout_s: float = 10.0, connect_timeout_s: float = 10.0
 ) -> McpServerSettings:
     """Parse one MCP server entry ({url, headers} or {command, args, env, cwd})."""
     key = f"mcp.servers.{server_id}"

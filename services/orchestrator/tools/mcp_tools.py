@@ -97,11 +97,12 @@ def _transport(server: McpServerSettings, stack: AsyncExitStack, errlog_dir: Pat
         http = httpx2.AsyncClient(headers=dict(server.headers), timeout=httpx2.Timeout(server.timeout_s, connect=server.connect_timeout_s))
         stack.push_async_callback(http.aclose)
         return streamable_http_client(server.url, http_client=http)
-    errlog: Any = open(os.devnull, "w")  # noqa: SIM115 - closed by the exit stack
+    # The server's stderr goes to a per-server log file (or nowhere), never into our JSON logs.
     if errlog_dir is not None:
         errlog_dir.mkdir(parents=True, exist_ok=True)
-        errlog.close()
-        errlog = open(errlog_dir / f"mcp-{server.id}.stderr.log", "a")  # noqa: SIM115
+        errlog = open(errlog_dir / f"mcp-{server.id}.stderr.log", "a")  # noqa: SIM115 - closed by the exit stack
+    else:
+        errlog = open(os.devnull, "w")  # noqa: SIM115 - closed by the exit stack
     stack.callback(errlog.close)
     params = StdioServerParameters(command=server.command, args=list(server.args), env=dict(server.env) or None, cwd=server.cwd or None)
     return stdio_client(params, errlog=errlog)

@@ -174,6 +174,7 @@ class KnowledgeBase:
             if existing is not None and existing["content_hash"] == content_hash and existing["name"] == name:
                 return _doc(existing, "unchanged")
             db.execute("BEGIN IMMEDIATE")
+            committed = False
             try:
                 db.execute("DELETE FROM chunks WHERE document_id = ?", (doc_id,))
                 created = existing["created_at"] if existing is not None else now
@@ -187,9 +188,10 @@ class KnowledgeBase:
                     [(stable_id("chunk", doc_id, str(p.index), p.content), doc_id, dataset_id, p.index, p.content, p.start, p.end) for p in pieces],
                 )
                 db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+                committed = True
+            finally:
+                if not committed:
+                    db.execute("ROLLBACK")
             row = db.execute("SELECT * FROM documents WHERE id = ?", (doc_id,)).fetchone()
         status = "updated" if existing is not None else "added"
         logger.info("kb: %s %s (%d chunks) in dataset %s", status, name, len(pieces), dataset_id)
