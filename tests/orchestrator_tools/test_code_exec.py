@@ -141,5 +141,6 @@ def test_result_parsing_fallbacks():
     assert parse_value(ExecOutcome(stdout="{'a': (1, 2)}")) == (True, {"a": (1, 2)})
     assert parse_value(ExecOutcome(stdout="plain words")) == (True, "plain words")
     assert parse_value(ExecOutcome()) == (False, None)
+    assert parse_value(ExecOutcome(result_json="{not json", stdout="7")) == (True, 7)
     assert matches_type([1, 2], "array<number>") and not matches_type([1, "x"], "Array<Number>")
     assert matches_type(True, "Boolean") and not matches_type(1, "Boolean") and matches_type(None, "any")

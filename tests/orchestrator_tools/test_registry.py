@@ -125,6 +125,7 @@ def test_config_parsing_and_errors(tmp_path: Path):
     for bad, field in [
         ({"retrieval": {"backend": "vector"}}, "tools.retrieval.backend"),
         ({"http": {"timeout_s": -1}}, "tools.http.timeout_s"),
+        ({"bing": {"base_url": "ftp://x"}}, "tools.bing.base_url"),
         ({"mcp": {"servers": {"s": {}}}}, "tools.mcp.servers.s"),
         ({"exesql": {"databases": {"d": {}}}}, "tools.exesql.databases.d.url"),
         ({"retrieval": {"embedded": {"chunk_tokens": 32, "chunk_overlap": 32}}}, "tools.retrieval.embedded.chunk_overlap"),

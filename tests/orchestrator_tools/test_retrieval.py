@@ -252,3 +252,27 @@ async def test_retrieval_ragflow_backend_key_problems(web_apis: WebApis, tmp_pat
         assert isinstance(slow.error, ToolTimeoutError)
     finally:
         await runtime.aclose()
+
+
+def test_pdf_documents_are_searchable(tmp_path: Path):
+    from tests.orchestrator_tools.support.pdf import write_text_pdf
+
+    pdf = tmp_path / "manual.pdf"
+    write_text_pdf(pdf, ["Resetting the router:", "hold the reset button for ten seconds."])
+    config = _config(tmp_path)
+    (doc,) = kb_cli.add([pdf], config)
+    assert doc.mime_type == "application/pdf" and doc.chunk_count == 1
+    kb = KnowledgeBase(EmbeddedKbSettings(path=tmp_path / "kb.sqlite"))
+    hits = kb.search("reset button", similarity_threshold=0.1)
+    kb.close()
+    assert hits.chunks and hits.chunks[0]["document_name"] == "manual.pdf"
+    assert "hold the reset button" in hits.chunks[0]["content"]
+
+
+def test_broken_pdf_is_a_clear_error(tmp_path: Path):
+    bad = tmp_path / "broken.pdf"
+    bad.write_bytes(b"this is not a pdf at all")
+    with pytest.raises(InvalidArgumentError) as err:
+        kb_cli.add([bad], _config(tmp_path))
+    assert err.value.violations[0].field == "files[0]"
+    assert "not a readable PDF" in err.value.violations[0].description

@@ -141,7 +141,10 @@ def _rpc_error(error: grpc.aio.AioRpcError, address: str) -> Exception:
 def parse_value(outcome: ExecOutcome) -> tuple[bool, Any]:
     """(present, value): structured result, else stdout as JSON, as a Python literal, or as text."""
     if outcome.result_json is not None:
-        return True, json.loads(outcome.result_json)
+        try:
+            return True, json.loads(outcome.result_json)
+        except ValueError:
+            logger.warning("code_exec: the sandbox sent a result that is not JSON; using stdout")
     text = outcome.stdout.strip()
     if not text:
         return False, None

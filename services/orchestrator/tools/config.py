@@ -92,6 +92,8 @@ class WebApiSettings:
         key_env = str(raw.get("api_key_env", default_env) or "")
         api_key = str(raw.get("api_key") or "") or (env.get(key_env, "") if key_env else "")
         base_url = str(raw.get("base_url", default_url) or "").rstrip("/")
+        if base_url and not base_url.startswith(("http://", "https://")):
+            raise _bad(f"{section}.base_url", "must start with http:// or https://")
         return cls(
             section=section,
             base_url=base_url,

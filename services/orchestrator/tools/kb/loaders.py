@@ -1,7 +1,7 @@
-"""Turn files into plain text for the knowledge base: .txt, .md, .html, .json, .csv (and .pdf with pypdf).
+"""Turn files into plain text for the knowledge base: .txt, .md, .html, .json, .csv and .pdf.
 
-Each loader is small and dependency-free; PDF is supported only when the optional `pypdf` package
-is installed, and is otherwise a clear error rather than garbage text.
+The text loaders use only the standard library; PDF text comes from `pypdf` (the text layer only:
+a scanned PDF yields no text). A missing `pypdf` is a clear error rather than garbage text.
 """
 
 from __future__ import annotations
@@ -116,11 +116,14 @@ def csv_to_text(raw: str) -> str:
 
 def pdf_to_text(data: bytes, name: str) -> str:
     try:
-        import pypdf  # optional dependency
+        import pypdf  # imported lazily: only PDFs need it
     except ImportError:
-        raise ToolInputError(TOOL, "files", f"{name}: PDF needs the optional 'pypdf' package") from None
-    reader = pypdf.PdfReader(io.BytesIO(data))
-    return "\n\n".join((page.extract_text() or "") for page in reader.pages)
+        raise ToolInputError(TOOL, "files", f"{name}: PDF support needs the 'pypdf' package") from None
+    try:
+        reader = pypdf.PdfReader(io.BytesIO(data))
+        return "\n\n".join((page.extract_text() or "") for page in reader.pages)
+    except pypdf.errors.PdfReadError as exc:
+        raise ToolInputError(TOOL, "files", f"{name}: not a readable PDF ({exc})") from None
 
 
 def load_file(path: Path) -> LoadedDocument:
