@@ -146,6 +146,9 @@ def test_reference_bucket_ids_are_unique_sequential_and_stable():
     assert len(snap["chunks"]) == 60 and len({c["citation_id"] for c in snap["chunks"]}) == 60
     assert {d["doc_name"]: d["count"] for d in snap["doc_aggs"]} == {"doc0": 20, "doc1": 20, "doc2": 20}
     assert bucket.chunk(59)["id"] == "c59"
+    newer = bucket.snapshot(since=57)
+    assert [c["citation_id"] for c in newer["chunks"]] == [57, 58, 59]
+    assert sum(d["count"] for d in newer["doc_aggs"]) == 3
     block = format_knowledge(first[:2])
     assert block.startswith("ID: 0\n├── Title: doc0\n└── Content:\ntext 0\n\nID: 1")
     assert format_knowledge(first, max_chars=60).count("ID:") == 1

@@ -141,9 +141,16 @@ class ReferenceBucket:
                 return dict(chunk)
         return None
 
-    def snapshot(self) -> dict[str, list[dict[str, Any]]]:
-        """`{chunks: [...], doc_aggs: [...]}` ordered by citation id, as MessageEnd carries it."""
-        return {"chunks": [dict(c) for c in self._chunks.values()], "doc_aggs": [dict(d) for d in self._docs.values()]}
+    def snapshot(self, since: int = 0) -> dict[str, list[dict[str, Any]]]:
+        """`{chunks: [...], doc_aggs: [...]}` ordered by citation id, as MessageEnd carries it.
+
+        `since`: only chunks with citation_id >= since (so a MessageEnd can carry what is new rather
+        than the whole bucket, fix list §7 item 21); doc_aggs then count those chunks only.
+        """
+        chunks = [dict(c) for c in self._chunks.values() if c["citation_id"] >= since]
+        if since <= 0:
+            return {"chunks": chunks, "doc_aggs": [dict(d) for d in self._docs.values()]}
+        return {"chunks": chunks, "doc_aggs": doc_aggs_of(chunks)}
 
 
 def _metadata_lines(metadata: Mapping[str, Any]) -> list[str]:
