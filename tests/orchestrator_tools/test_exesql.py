@@ -222,6 +222,9 @@ async def test_connection_params_are_validated(tmp_path: Path):
         assert [p.field for p in tool.validate({"db_type": "mssql", "database": "x"}, context)] == ["db_type"]
         missing = await tool.invoke({"sql": "SELECT 1"}, params={"db_type": "sqlite", "database": str(tmp_path / "none.db")}, context=context)
         assert isinstance(missing.error, ToolInputError) and missing.error.field == "database"
+        # A canvas cannot point ExeSQL at SQLite files outside tools.exesql.sqlite_dirs (default: the data dir).
+        outside = await tool.invoke({"sql": "SELECT 1"}, params={"db_type": "sqlite", "database": "/etc/../etc/passwd"}, context=context)
+        assert isinstance(outside.error, ToolPermissionError) and "sqlite_dirs" in outside.error.message
         assert isinstance(Target, type)
     finally:
         await runtime.aclose()

@@ -195,7 +195,12 @@ class WebApis:
         query = str((rec.body if isinstance(rec.body, dict) else {}).get("q", ""))
         if (trouble := await self._trouble(query)) is not None:
             return trouble
-        items = []
+        ad = (
+            '<div class="result result--ad"><h2 class="result__title"><a class="result__a" '
+            'href="https://duckduckgo.com/y.js?ad_domain=ads.example&amp;u3=x">Sponsored</a></h2>'
+            '<a class="result__snippet" href="https://duckduckgo.com/y.js?x=1">Buy now</a></div>'
+        )
+        items = [ad]
         for i in range(12):
             target = f"https://site{i}.example.org/{quote(query.replace(' ', '-'))}?a=1&b={i}"
             href = f"//duckduckgo.com/l/?uddg={quote(target, safe='')}&rut=abc{i}"

@@ -151,6 +151,8 @@ class ExeSqlSettings:
     max_records: int = 1024
     timeout_s: float = 30.0
     databases: Mapping[str, DatabaseSettings] = field(default_factory=dict)
+    # A canvas may name a SQLite file (`db_type: sqlite`) only inside these directories.
+    sqlite_dirs: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -237,7 +239,7 @@ class ToolsSettings:
             http=http,
             web=web,
             retrieval=_parse_retrieval(retrieval_raw, data_dir, web["ragflow"]),
-            exesql=_parse_exesql(_mapping(raw.get("exesql"), "exesql"), env),
+            exesql=_parse_exesql(_mapping(raw.get("exesql"), "exesql"), env, data_dir),
             code_exec=_parse_code_exec(_mapping(raw.get("code_exec"), "code_exec"), sandbox_address, env),
             mcp_servers=_parse_mcp(_mapping(raw.get("mcp"), "mcp")),
         )
@@ -278,7 +280,7 @@ def _secret(raw: Mapping[str, Any], name: str, env: Mapping[str, str]) -> str:
     return value
 
 
-def _parse_exesql(raw: Mapping[str, Any], env: Mapping[str, str]) -> ExeSqlSettings:
+def _parse_exesql(raw: Mapping[str, Any], env: Mapping[str, str], data_dir: Path) -> ExeSqlSettings:
     databases: dict[str, DatabaseSettings] = {}
     for name, entry in _mapping(raw.get("databases"), "exesql.databases").items():
         if isinstance(entry, str):
@@ -288,7 +290,11 @@ def _parse_exesql(raw: Mapping[str, Any], env: Mapping[str, str]) -> ExeSqlSetti
         if not url:
             raise _bad(f"exesql.databases.{name}.url", "is required (or url_env naming an environment variable)")
         databases[str(name)] = DatabaseSettings(name=str(name), url=url, allow_writes=bool(entry.get("allow_writes", False)))
+    dirs = raw.get("sqlite_dirs", [str(data_dir)])
+    if not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
+        raise _bad("exesql.sqlite_dirs", "must be a list of directories")
     return ExeSqlSettings(
+        sqlite_dirs=tuple(Path(d).expanduser().resolve() for d in dirs),
         allow_writes=bool(raw.get("allow_writes", False)),
         max_records=_int(raw, "max_records", 1024, "exesql", minimum=1),
         timeout_s=_number(raw, "timeout_s", 30.0, "exesql"),

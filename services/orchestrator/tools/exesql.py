@@ -3,7 +3,8 @@
 Connection: the DSL's `database` may name a database configured under `tools.exesql.databases`
 (recommended: credentials stay out of canvases); otherwise RAGFlow's params build the URL
 (`db_type` mysql | mariadb | oceanbase | postgres | postgresql | sqlite, `host`, `port`, `username`,
-`password`, `database`; for sqlite `database` is the file path).
+`password`, `database`; for sqlite `database` is the file path, which must lie inside
+`tools.exesql.sqlite_dirs` so a canvas cannot read arbitrary files).
 
 Read-only unless writes are enabled in config (`tools.exesql.allow_writes`, or per database). Two
 layers: every statement must pass sql_guard's read-only check, and the statements run inside a
@@ -78,10 +79,12 @@ def target_for(params: Mapping[str, Any], context: ToolContext) -> Target:
     if db_type == "sqlite":
         if not name:
             raise ToolInputError(TOOL, "database", "sqlite needs 'database' (the file path)")
-        path = Path(name).expanduser()
+        path = Path(name).expanduser().resolve()
+        if not any(path.is_relative_to(d) for d in settings.sqlite_dirs):
+            raise ToolPermissionError(TOOL, f"SQLite files named by a canvas must be under tools.exesql.sqlite_dirs ({name} is not)")
         if not path.is_file():
             raise ToolInputError(TOOL, "database", f"no SQLite database file at {name}")
-        return Target(URL.create("sqlite", database=str(path.resolve())), settings.allow_writes)
+        return Target(URL.create("sqlite", database=str(path)), settings.allow_writes)
     if db_type not in _MYSQL_TYPES | _PG_TYPES:
         raise ToolConfigError(TOOL, "db_type", f"db_type '{db_type}' is not supported (sqlite, postgres, mysql, mariadb)")
     missing = [key for key in ("database", "username", "host") if not str(params.get(key) or "").strip()]

@@ -60,11 +60,17 @@ class _ResultParser(HTMLParser):
             self.results[-1][self._field] += data
 
 
+def _is_ad(url: str) -> bool:
+    """Ads link back to duckduckgo.com (`/y.js?...`) instead of to the target site."""
+    host = urlparse(url if "://" in url else f"https:{url}").netloc.lower()
+    return host == "duckduckgo.com" or host.endswith(".duckduckgo.com")
+
+
 def parse_results(html: str) -> list[dict[str, str]]:
     parser = _ResultParser()
     parser.feed(html)
     parser.close()
-    return [{k: " ".join(v.split()) for k, v in r.items()} for r in parser.results if r["url"]]
+    return [{k: " ".join(v.split()) for k, v in r.items()} for r in parser.results if r["url"] and not _is_ad(r["url"])]
 
 
 class DuckDuckGo(Tool):
