@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 
 from services.orchestrator.tools import ReferenceBucket, ToolRuntime, default_registry
 from tests.orchestrator_tools.conftest import make_settings

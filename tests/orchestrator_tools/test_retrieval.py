@@ -276,3 +276,23 @@ def test_broken_pdf_is_a_clear_error(tmp_path: Path):
         kb_cli.add([bad], _config(tmp_path))
     assert err.value.violations[0].field == "files[0]"
     assert "not a readable PDF" in err.value.violations[0].description
+
+
+def test_kb_cli_remove_and_dataset_filters(tmp_path: Path):
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("Kettles boil water quickly.")
+    b.write_text("Kettles can also whistle.")
+    config = _config(tmp_path)
+    (doc_a,) = kb_cli.add([a], config, dataset="kitchen")
+    (doc_b,) = kb_cli.add([b], config)
+    assert [d.name for d in kb_cli.list_documents(config, dataset="kitchen")] == ["a.txt"]
+    kb = KnowledgeBase(EmbeddedKbSettings(path=tmp_path / "kb.sqlite"))
+    try:
+        assert {c["document_name"] for c in kb.search("kettles", similarity_threshold=0).chunks} == {"a.txt", "b.txt"}
+        assert [c["document_name"] for c in kb.search("kettles", dataset_ids=["kitchen"], similarity_threshold=0).chunks] == ["a.txt"]
+        assert [c["document_name"] for c in kb.search("kettles", document_ids=[doc_b.id], similarity_threshold=0).chunks] == ["b.txt"]
+        assert kb_cli.remove([doc_a.id, "missing"], config) == [doc_a.id]
+        assert [c["document_name"] for c in kb.search("kettles", similarity_threshold=0).chunks] == ["b.txt"]
+    finally:
+        kb.close()
+    assert [d.id for d in kb_cli.list_documents(config)] == [doc_b.id]
