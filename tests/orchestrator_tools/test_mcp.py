@@ -23,12 +23,27 @@ from tests.orchestrator_tools.support.mcp_server import build_server
 SERVER_SCRIPT = str(Path(__file__).parent / "support" / "mcp_server.py")
 
 
+SEEN_HEADERS: list[dict[str, str]] = []
+
+
+def _recording(app):
+    """ASGI wrapper that records request headers, to check configured headers reach the server."""
+
+    async def wrapped(scope, receive, send):
+        if scope["type"] == "http":
+            SEEN_HEADERS.append({k.decode(): v.decode() for k, v in scope["headers"]})
+        await app(scope, receive, send)
+
+    return wrapped
+
+
 @pytest.fixture(scope="module")
 def http_mcp_url() -> Iterator[str]:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(build_server().streamable_http_app(), log_level="warning"))
+    app = build_server().streamable_http_app()
+    server = uvicorn.Server(uvicorn.Config(_recording(app), log_level="warning", lifespan="on"))
     done = threading.Event()
 
     def serve() -> None:
@@ -91,6 +106,8 @@ async def test_list_and_call_tools(runtime: ToolRuntime, server_id: str):
     assert shout.content == "HI HI"
     refused = await by_name["refuse"].invoke({"reason": "no"}, params={}, context=context)
     assert isinstance(refused.error, ToolExecutionError) and "refused: no" in refused.error.message
+    if server_id == "remote":
+        assert any(h.get("x-test") == "1" for h in SEEN_HEADERS)
     # Calls run concurrently over the one live connection.
     results = await asyncio.gather(*(add.invoke({"a": i, "b": i}, params={}, context=context) for i in range(5)))
     assert [r.content for r in results] == [str(2 * i) for i in range(5)]
