@@ -178,6 +178,22 @@ async def canvas(config: Config, args: argparse.Namespace) -> int:
     return 0
 
 
+def knowledge_base(config: Config, args: argparse.Namespace) -> int:
+    from services.orchestrator.tools import kb_cli
+
+    if args.kb_command == "add":
+        print(kb_cli.format_documents(kb_cli.add(args.files, config, dataset=args.dataset)))
+    elif args.kb_command == "list":
+        print(kb_cli.format_documents(kb_cli.list_documents(config, dataset=args.dataset)))
+    else:
+        removed = set(kb_cli.remove(args.ids, config))
+        for document_id in args.ids:
+            print(f"{document_id}\t{'removed' if document_id in removed else 'not found'}")
+        if len(removed) != len(set(args.ids)):
+            return 1
+    return 0
+
+
 async def chat(config: Config, args: argparse.Namespace) -> int:
     stack = await open_stack(config, ["llm_gateway"], mode=args.mode)
     view_out = sys.stdout

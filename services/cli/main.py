@@ -4,6 +4,7 @@
     agent-canvas serve store|orchestrator|gateway|sandbox
     agent-canvas run FILE|--canvas ID --query Q [--inputs JSON] [--session ID] [--json]
     agent-canvas canvas import FILE... | list | get ID | export ID [-o FILE]
+    agent-canvas kb add FILES... | list | remove ID...
     agent-canvas chat [--model M] PROMPT
     agent-canvas exec [--lang python|nodejs] FILE | -c CODE [--args JSON]
 
@@ -91,6 +92,18 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--no-think", action="store_true", help="hide reasoning")
     chat.add_argument("--temperature", type=float, default=0.1)
 
+    kb = commands.add_parser("kb", help="the embedded knowledge base used by Retrieval")
+    kb_commands = kb.add_subparsers(dest="kb_command", required=True)
+    kb_add = kb_commands.add_parser("add", help="add or update documents (files or directories)")
+    kb_add.add_argument("files", nargs="+", type=Path)
+    kb_list = kb_commands.add_parser("list", help="list documents")
+    kb_remove = kb_commands.add_parser("remove", help="remove documents by id")
+    kb_remove.add_argument("ids", nargs="+")
+    for sub in (kb_add, kb_list):
+        sub.add_argument("--dataset", help="dataset name (default: the knowledge base's default dataset)")
+    for sub in (kb_add, kb_list, kb_remove):
+        _common(sub)
+
     exe = commands.add_parser("exec", help="run code in the sandbox")
     _common(exe)
     _stack_mode(exe)
@@ -119,6 +132,10 @@ def main(argv: list[str] | None = None) -> int:
             from services.cli.commands import serve
 
             return serve(config, args)
+        if args.command == "kb":
+            from services.cli.commands import knowledge_base
+
+            return knowledge_base(config, args)
         if args.command == "up":
             from services.cli.commands import up
 

@@ -1,0 +1,1 @@
+"""The embedded knowledge base: SQLite FTS5 (BM25) with chunking, document aggregates and stable ids."""
