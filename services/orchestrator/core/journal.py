@@ -30,6 +30,11 @@ class _Commit:
     terminal: dict[str, Any] = field(default_factory=dict)
 
 
+def _consume(future: asyncio.Future) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
 class JournalFailed(Exception):
     """The store refused a commit (lease lost, store down); the run must stop writing."""
 
@@ -137,6 +142,8 @@ class Journal:
                 error = self.failure or JournalFailed(AbortedError("journal flush was interrupted"))
                 for item in pending:
                     item.future.set_exception(error)
+                    # A cancelled leader never awaits its own future; mark the error as seen.
+                    item.future.add_done_callback(_consume)
                 self._queue = []
 
     async def _write(self, batch: list[Event | _Commit]) -> None:
