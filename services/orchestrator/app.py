@@ -19,6 +19,7 @@ from services.orchestrator.core.orchestrator import Orchestrator
 from services.orchestrator.core.runner import Limits
 from services.orchestrator.server import OrchestratorServicer
 from services.orchestrator.settings import OrchestratorSettings
+from services.orchestrator.tools import ToolRuntime, ToolsSettings
 
 SERVICE_NAME = "agentcanvas.v1.Orchestrator"
 
@@ -43,7 +44,8 @@ def build_orchestrator(config: Config, *, store=None, llm=None) -> tuple[Orchest
         closables.append(llm)
     http = httpx.AsyncClient(follow_redirects=False)
     pool = ThreadPoolExecutor(max_workers=settings.thread_pool_size, thread_name_prefix="orchestrator")
-    services = Services(llm=llm, http=http, pool=pool)
+    tools = ToolRuntime(ToolsSettings.from_config(config))
+    services = Services(llm=llm, http=http, pool=pool, tools=tools)
     loop_settings = LoopSettings(
         holder=settings.replica, lease_ttl_ms=settings.lease_ttl_ms, flush_interval_s=settings.flush_interval_ms / 1000,
         history_window=settings.history_window,
@@ -53,6 +55,7 @@ def build_orchestrator(config: Config, *, store=None, llm=None) -> tuple[Orchest
     orchestrator = Orchestrator(store, services, loop_settings, takeover_interval_s=settings.takeover_interval_s)
     closables.append(http)
     closables.append(pool)
+    closables.append(tools)
     return orchestrator, closables
 
 
@@ -72,7 +75,7 @@ def build_definition(config: Config, *, store=None, llm=None) -> ServiceDefiniti
         for resource in closables:
             if isinstance(resource, ThreadPoolExecutor):
                 resource.shutdown(wait=False, cancel_futures=True)
-            elif isinstance(resource, httpx.AsyncClient):
+            elif isinstance(resource, (httpx.AsyncClient, ToolRuntime)):
                 await resource.aclose()
             else:
                 await resource.close()

@@ -83,7 +83,7 @@ async def test_bad_dsl_is_invalid_argument_with_one_violation_per_node(server):
 async def test_validate_reports_everything_and_returns_normalised_dsl(server):
     stub, _, _ = server
     bad = dsl({"begin": {"type": "Begin", "down": ["m"]}, "m": {"type": "Message", "params": {"content": ["{x:1@y}"]}},
-               "r": {"type": "Retrieval"}})
+               "r": {"type": "Browser"}})
     reply = await stub.ValidateCanvas(orchestrator_pb2.ValidateCanvasRequest(dsl=to_struct(bad)), metadata=AUTH)
     assert not reply.valid
     assert {(p.component_id, p.code) for p in reply.problems} == {("m", "DANGLING_REFERENCE"), ("r", "UNSUPPORTED"), ("r", "UNREACHABLE")}

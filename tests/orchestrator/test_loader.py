@@ -125,6 +125,6 @@ def test_loops_inside_containers_are_not_cycles():
 
 
 def test_unsupported_but_known_components_are_failed_precondition_at_run():
-    doc = dsl({"begin": {"type": "Begin", "down": ["r"]}, "r": {"type": "Retrieval", "params": {"query": "sys.query"}}})
+    doc = dsl({"begin": {"type": "Begin", "down": ["r"]}, "r": {"type": "Browser", "params": {"prompts": "{sys.query}"}}})
     with pytest.raises(FailedPreconditionError):
         load_for_run(doc)

@@ -37,6 +37,8 @@ class Services:
     llm: LlmClient | None
     http: httpx.AsyncClient | None
     pool: ThreadPoolExecutor
+    tools: Any = None
+    """services.orchestrator.tools.ToolRuntime, when tools are configured."""
 
 
 @dataclass

@@ -102,7 +102,10 @@ class Orchestrator:
     async def validate(self, dsl: dict[str, Any] | None, canvas_id: str = "") -> LoadResult:
         if dsl is None:
             dsl, _ = await self.store.get_canvas_dsl(canvas_id)
-        return validate(dsl)
+        return validate(dsl, self._tool_context())
+
+    def _tool_context(self):
+        return self.services.tools.context() if self.services.tools is not None else None
 
     async def start_run(self, request: RunRequest, tenant_id: str = "", user_id: str = "") -> RunRecord:
         session = None
@@ -124,7 +127,7 @@ class Orchestrator:
             dsl, revision_id = await self.store.get_canvas_dsl(canvas_id, request.revision_id or pinned)
         else:
             raise InvalidArgumentError.for_field("source", "give a canvas_id or an inline dsl")
-        canvas = load_for_run(dsl)
+        canvas = load_for_run(dsl, self._tool_context())
         spec = self._spec(canvas, request, session, previous)
         record = RunRecord(id=secrets.token_hex(16), spec=spec, canvas_id=canvas_id, revision_id=revision_id,
                            session_id=request.session_id, tenant_id=tenant_id, creator_id=user_id,

@@ -201,6 +201,7 @@ class Execution:
                 "usage": result.usage.to_dict() if result.usage.calls or result.usage.total_tokens else None,
                 "exit_loop": result.exit_loop,
                 "answer": self.state.answers[-1] if node.type == "Message" and self.state.answers else None,
+                "references": json_copy(outcome.references) if outcome.references else None,
             }, result.attempt))
         if steps or events:
             await self.journal.commit(steps, events)
@@ -349,6 +350,8 @@ class Execution:
             self.state.write(expr, value)
         if saved.get("answer") is not None:
             self.state.answers.append(saved["answer"])
+        if saved.get("references"):
+            self.state.reference_bucket().add(saved["references"])
         if saved.get("exit_loop") and frame is not None:
             frame.exit_requested = True
         self.last_node = node_id

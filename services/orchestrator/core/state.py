@@ -23,6 +23,21 @@ class RunState:
     answers: list[str] = field(default_factory=list)
     """Content of every Message of the run, in completion order: the turn's answer (§7 item 8)."""
 
+    _references: Any = None
+
+    def reference_bucket(self) -> Any:
+        """The run's citation bucket (services.orchestrator.tools.ReferenceBucket), made on first use."""
+        if self._references is None:
+            from services.orchestrator.tools.citations import ReferenceBucket
+
+            self._references = ReferenceBucket()
+        return self._references
+
+    def reference_snapshot(self) -> dict[str, Any] | None:
+        if self._references is None or not len(self._references):
+            return None
+        return self._references.snapshot()
+
     def __post_init__(self) -> None:
         for node_id in self.canvas.nodes:
             self.outputs.setdefault(node_id, {})

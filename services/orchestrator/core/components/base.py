@@ -39,6 +39,8 @@ class Outcome:
     """UserFillUp: {"inputs": unsatisfied fields, "tips": text} — the run pauses at this node."""
     error: str = ""
     """A failure the component reports without raising (RAGFlow's _ERROR); the error policy applies."""
+    references: list[dict[str, Any]] = field(default_factory=list)
+    """Citation chunks this node added to the run's reference bucket (journaled for takeovers)."""
 
 
 class Component:

@@ -97,6 +97,9 @@ class Message(Component):
             end["downloads"] = downloads
         if self.params.get("status"):
             end["status"] = str(self.params["status"])
+        reference = ctx.state.reference_snapshot()
+        if reference:
+            end["reference"] = reference
         ctx.emit(ev.MESSAGE_END, end)
         return Outcome(outputs={"content": text, "downloads": downloads}, inputs={"template": template})
 

@@ -43,3 +43,6 @@ def _load_all() -> None:
         begin, categorize, containers, data_operations, doc_generator, excel_processor, invoke, list_operations, llm,
         message, string_transform, switch, user_fill_up, variable_aggregator, variable_assigner,
     )
+    from services.orchestrator.core.components.tool_node import register_tools
+
+    register_tools()

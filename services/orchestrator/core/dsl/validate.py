@@ -13,7 +13,8 @@ from services.orchestrator.core.refs import ALIASES, NOT_TEMPLATES, find_refs
 _RUNTIME_GLOBALS = ("sys.chat_template_kwargs",)
 
 
-def validate(document: Any) -> LoadResult:
+def validate(document: Any, tool_context: Any = None) -> LoadResult:
+    """Every problem of a DSL. `tool_context` (a tools ToolContext) adds the tools' own param checks."""
     result = load(document)
     if result.canvas is None:
         return result
@@ -33,6 +34,11 @@ def validate(document: Any) -> LoadResult:
                 problems.append(CanvasProblem(node.id, f"params.{field}", "BAD_PARAM", message))
             for field, message in cls.unsupported(node.params):
                 problems.append(CanvasProblem(node.id, f"params.{field}", "UNSUPPORTED", message))
+            if tool_context is not None and getattr(cls, "is_tool", False):
+                from services.orchestrator.tools import default_registry
+
+                for problem in default_registry().validate(node.type, node.params, tool_context):
+                    problems.append(CanvasProblem(node.id, f"params.{problem.field}", "BAD_PARAM", problem.description))
         if node.type in CONTAINERS and not canvas.start_child(node.id):
             problems.append(CanvasProblem(node.id, "components", "BAD_CONTAINER", f"{node.type} has no {CONTAINERS[node.type]} child"))
         _check_refs(canvas, node.id, problems, lowered)
@@ -112,10 +118,10 @@ def _check_cycles(canvas: CanvasSpec, problems: list[CanvasProblem]) -> None:
                     stack.append((child, iter(adjacency[child])))
 
 
-def load_for_run(document: Any) -> CanvasSpec:
+def load_for_run(document: Any, tool_context: Any = None) -> CanvasSpec:
     """Load and validate for execution: INVALID_ARGUMENT with one violation per problem, or
     FAILED_PRECONDITION when the DSL is valid but uses something this orchestrator cannot run."""
-    result = validate(document)
+    result = validate(document, tool_context)
     blocking = [p for p in result.problems if p.code != "UNSUPPORTED"]
     if blocking or result.canvas is None:
         violations = [FieldViolation(_field(p), f"{p.code}: {p.message}") for p in blocking]
