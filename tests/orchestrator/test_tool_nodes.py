@@ -92,3 +92,27 @@ async def test_tools_without_a_runtime_fail_the_node_clearly():
     _, events = await run_dsl(make_orchestrator(), rag_canvas(), "q")
     error = finished(events)["error"]
     assert error["component_id"] == "retrieval:0" and error["reason"] == "NO_TOOLS"
+
+
+async def test_code_exec_node_resolves_argument_references_over_a_real_sandbox_socket(tmp_path):
+    from tests.orchestrator_tools.support.sandbox_servicer import start_sandbox
+
+    server, address, servicer = await start_sandbox()
+    runtime = ToolRuntime(ToolsSettings.from_mapping({"code_exec": {"address": address, "timeout_s": 20, "token": "svc"}},
+                                                     data_dir=tmp_path, env={}))
+    try:
+        canvas = dsl({
+            "begin": {"type": "Begin", "down": ["split"]},
+            "split": {"type": "StringTransform", "params": {"method": "split", "split_ref": "sys.query"}, "down": ["code"]},
+            "code": {"type": "CodeExec", "down": ["msg"], "params": {
+                "lang": "python3", "script": "def main(items, label):\n    return {label: len(items)}\n",
+                "arguments": {"items": "split@result", "label": "{sys.user_id}"},
+                "outputs": {"result": {"type": "Object", "value": ""}}}},
+            "msg": {"type": "Message", "params": {"content": ["{code@result}"]}},
+        })
+        _, events = await run_dsl(make_orchestrator(tools=runtime), canvas, "a,b,c", user_id="count")
+        assert finished(events)["outputs"]["content"] == '{"count":3}'
+        assert servicer.requests[-1].request_id.endswith(":code::1")  # run:node:scope:attempt, for dedup
+    finally:
+        await runtime.aclose()
+        await server.stop(None)
