@@ -162,7 +162,7 @@ class Execution:
                 continue
             if result.replayed is not None:
                 saved = result.replayed
-                step = frontier.complete(node.id, saved.get("taken"), exception=bool(saved.get("exception")))
+                frontier.complete(node.id, saved.get("taken"), exception=bool(saved.get("exception")))
                 continue
             outcome = result.outcome or Outcome()
             taken = outcome.next
@@ -200,7 +200,7 @@ class Execution:
                 "taken": taken, "exception": exception,
                 "usage": result.usage.to_dict() if result.usage.calls or result.usage.total_tokens else None,
                 "exit_loop": result.exit_loop,
-                "answer": self.state.answers[-1] if node.type == "Message" and self.state.answers else None,
+                "answer": outcome.outputs.get("content") if node.type == "Message" else None,
                 "references": json_copy(outcome.references) if outcome.references else None,
             }, result.attempt))
         if steps or events:
