@@ -141,6 +141,8 @@ async def test_string_transform_split_and_merge():
                "m": {"type": "StringTransform", "params": {"method": "merge", "script": "<{s@result}>", "delimiters": [" + "]}}})
     _, events = await run_dsl(make_orchestrator(), doc, "1,2")
     assert outputs_of(events, "m")["result"] == "<1 + 2>"
+    events = await run_one({"type": "StringTransform", "params": {"method": "merge", "script": "{% if 1 %}yes {sys.query}{% endif %}"}}, "q")
+    assert outputs_of(events, "x")["result"] == "yes q"
 
 
 @pytest.mark.parametrize("op,params,expected", [

@@ -37,4 +37,9 @@ class StringTransform(Component):
             parts = [p for p in re.split(pattern, value) if p]
             return Outcome(outputs={"result": parts}, inputs={"split_ref": value})
         script = str(self.param("script", ""))
-        return Outcome(outputs={"result": ctx.render(script, joiner=delimiters[0])}, inputs={"script": script})
+        merged = ctx.render(script, joiner=delimiters[0])
+        if "{%" in script:  # Jinja-like script: render the control structures after the references
+            from services.orchestrator.core.components.message import _render_jinja
+
+            merged = await ctx.run_blocking(_render_jinja, merged)
+        return Outcome(outputs={"result": merged}, inputs={"script": script})
