@@ -16,6 +16,8 @@ import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
+
 from services.common.logging import redact
 from services.llm_gateway.core.context import configure_offline_tokenizers
 from services.llm_gateway.core.types import ErrorKind, ProviderCall, ProviderChunk, ProviderError, ToolCallDelta, Usage
@@ -50,40 +52,59 @@ def load_litellm() -> Any:
         return litellm
 
 
+def _chain(exc: BaseException) -> list[BaseException]:
+    """exc and everything it wraps (cause, context, litellm's original_exception), outermost first."""
+    seen: set[int] = set()
+    out: list[BaseException] = []
+    queue: list[BaseException | None] = [exc]
+    while queue:
+        item = queue.pop(0)
+        if item is None or id(item) in seen:
+            continue
+        seen.add(id(item))
+        out.append(item)
+        queue += [getattr(item, "original_exception", None), item.__cause__, item.__context__]
+    return out
+
+
+def _http_status(chain: list[BaseException]) -> int:
+    """The provider's real HTTP status, taken from the innermost HTTP error.
+
+    litellm's own class and `status_code` can come from matching words in the message (a 400 whose
+    text says "rate limit" becomes a RateLimitError with 429), so they are not trusted."""
+    for item in reversed(chain):
+        if isinstance(item, httpx.HTTPStatusError):
+            return item.response.status_code
+    if any(isinstance(item, (httpx.TransportError, ConnectionError)) for item in chain):
+        return 0  # never reached the provider: litellm's 500 on top is synthetic
+    for item in reversed(chain):
+        response = getattr(item, "response", None)
+        if isinstance(response, httpx.Response) and not isinstance(item, httpx.HTTPError):
+            status = getattr(item, "status_code", None)
+            if isinstance(status, int) and status == response.status_code and response.request is not None:
+                return status
+    return 0
+
+
 def _classify(exc: BaseException, litellm: Any) -> tuple[ErrorKind, int]:
-    """Exception type first, then the status code; the message is never inspected."""
-    status = getattr(exc, "status_code", None)
-    status = int(status) if isinstance(status, int) or (isinstance(status, str) and status.isdigit()) else 0
-    if isinstance(exc, litellm.MidStreamFallbackError):
-        original = getattr(exc, "original_exception", None)
+    """By exception types (along the wrapped chain) and the HTTP status; never by message text."""
+    errors = litellm.exceptions
+    chain = _chain(exc)
+    if isinstance(exc, errors.MidStreamFallbackError):
         # litellm raises a clean end-of-stream without finish_reason from inside its
-        # `except StopAsyncIteration` block: the chain shows the StopAsyncIteration.
-        if _chain_has(exc, (StopAsyncIteration, StopIteration)):
+        # `except StopAsyncIteration` block: the chain then holds that StopAsyncIteration.
+        if any(isinstance(item, (StopAsyncIteration, StopIteration)) for item in chain):
             return ErrorKind.INCOMPLETE_STREAM, 0
-        if original is not None and not isinstance(original, litellm.APIConnectionError):
-            return _classify(original, litellm)
-        return ErrorKind.CONNECTION, 0
-    table: tuple[tuple[Any, ErrorKind], ...] = (
-        (litellm.ContextWindowExceededError, ErrorKind.CONTEXT_WINDOW),
-        (litellm.ContentPolicyViolationError, ErrorKind.CONTENT_POLICY),
-        (litellm.RateLimitError, ErrorKind.RATE_LIMITED),
-        (litellm.Timeout, ErrorKind.TIMEOUT),
-        (litellm.AuthenticationError, ErrorKind.AUTH),
-        (litellm.PermissionDeniedError, ErrorKind.AUTH),
-        (litellm.NotFoundError, ErrorKind.MODEL_NOT_FOUND),
-        (litellm.BadRequestError, ErrorKind.BAD_REQUEST),
-        (litellm.UnprocessableEntityError, ErrorKind.BAD_REQUEST),
-        (litellm.InternalServerError, ErrorKind.SERVER),
-        (litellm.ServiceUnavailableError, ErrorKind.SERVER),
-        (litellm.BadGatewayError, ErrorKind.SERVER),
-        (litellm.APIConnectionError, ErrorKind.CONNECTION),
-    )
-    for cls, kind in table:
-        if isinstance(exc, cls):
-            if kind == ErrorKind.CONNECTION and status >= 500 and status != 500:
-                return ErrorKind.SERVER, status
-            return kind, status
-    if status == 429:
+    status = _http_status(chain)
+    if not status:
+        if any(isinstance(item, (httpx.TimeoutException, asyncio.TimeoutError, errors.Timeout)) for item in chain):
+            return ErrorKind.TIMEOUT, 0
+        if any(isinstance(item, (httpx.TransportError, ConnectionError, errors.APIConnectionError)) for item in chain):
+            return ErrorKind.CONNECTION, 0
+        if isinstance(exc, errors.MidStreamFallbackError):
+            return ErrorKind.CONNECTION, 0
+        return ErrorKind.INTERNAL, 0
+    if status == 429 or status == 402:
         return ErrorKind.RATE_LIMITED, status
     if status in (408, 504):
         return ErrorKind.TIMEOUT, status
@@ -93,23 +114,11 @@ def _classify(exc: BaseException, litellm: Any) -> tuple[ErrorKind, int]:
         return ErrorKind.AUTH, status
     if status == 404:
         return ErrorKind.MODEL_NOT_FOUND, status
-    if 400 <= status < 500:
-        return ErrorKind.BAD_REQUEST, status
-    return ErrorKind.INTERNAL, status
-
-
-def _chain_has(exc: BaseException, types: tuple[type[BaseException], ...]) -> bool:
-    seen: set[int] = set()
-    stack: list[BaseException | None] = [exc]
-    while stack:
-        item = stack.pop()
-        if item is None or id(item) in seen:
-            continue
-        seen.add(id(item))
-        if isinstance(item, types):
-            return True
-        stack += [item.__cause__, item.__context__, getattr(item, "original_exception", None)]
-    return False
+    if status == 400 and isinstance(exc, errors.ContextWindowExceededError):  # litellm's refinements of a 400
+        return ErrorKind.CONTEXT_WINDOW, status
+    if status == 400 and isinstance(exc, errors.ContentPolicyViolationError):
+        return ErrorKind.CONTENT_POLICY, status
+    return ErrorKind.BAD_REQUEST, status
 
 
 def _retry_after(exc: BaseException) -> float | None:
@@ -186,7 +195,7 @@ class LitellmProvider:
                 yield ProviderChunk(content=delta.content or "", reasoning=getattr(delta, "reasoning_content", None) or "",
                                     tool_calls=_tool_deltas(delta.tool_calls) if delta.tool_calls else [],
                                     finish_reason=choice.finish_reason, usage=_usage(usage))
-        except litellm.exceptions.OpenAIError as exc:  # litellm's exception root (openai.OpenAIError)
+        except tuple(litellm.exceptions.LITELLM_EXCEPTION_TYPES) as exc:  # every exception litellm maps to
             raise self._translate(exc, call) from None
         except (ValueError, TypeError, KeyError, AttributeError) as exc:  # litellm validation of our params
             raise ProviderError(ErrorKind.BAD_REQUEST, _safe_message(exc, call)) from None
