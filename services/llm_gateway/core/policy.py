@@ -63,10 +63,14 @@ IMPLICIT = ThinkFormat(mode=TAG, implicit_open=True)
 
 # First match wins. Provider names are RAGFlow factory names (see registry.FACTORIES).
 FAMILIES: tuple[Family, ...] = (
+    Family("ollama-qwen3", frozenset({"Ollama"}), r"qwen3", style="ollama", default=ThinkingMode.DISABLED),
+    Family("ollama", frozenset({"Ollama"}), r"", style="ollama"),
     Family("qwen3-vllm", frozenset({"VLLM"}), r"qwen3", style="qwen_template", default=ThinkingMode.DISABLED,
            forced_on=r"-preview|2\.4t-a95b"),
-    Family("qwen3", frozenset(), r"qwen3", style="qwen_toggle", default=ThinkingMode.DISABLED,
+    Family("qwen3-dashscope", frozenset({"Tongyi-Qianwen"}), r"qwen3", style="qwen_toggle", default=ThinkingMode.DISABLED,
            forced_on=r"-preview|2\.4t-a95b", stream_only_when_thinking=True),
+    Family("qwen3", frozenset(), r"qwen3", style="qwen_toggle", default=ThinkingMode.DISABLED,
+           forced_on=r"-preview|2\.4t-a95b"),
     Family("qwq", frozenset(), r"qwq", style="none", think_format=IMPLICIT),
     Family("deepseek", frozenset({"DeepSeek"}), r"", style="type_toggle", default=ThinkingMode.DISABLED,
            think_format=ThinkFormat(mode=FIELD), tokenizer="deepseek", echo_reasoning_with_tools=True,
@@ -89,7 +93,6 @@ FAMILIES: tuple[Family, ...] = (
            fixed_pattern=r"kimi-k2\.[56]"),
     Family("glm", frozenset({"ZHIPU-AI"}), r"glm", style="type_toggle"),
     Family("hunyuan", frozenset({"Tencent Hunyuan"}), r"", drop_always=("presence_penalty", "frequency_penalty")),
-    Family("ollama", frozenset({"Ollama"}), r"", style="ollama", native_response_format=True),
     Family("vllm", frozenset({"VLLM"}), r"", style="effort"),
     Family("smollm2", frozenset({"Embedded"}), r"", style="none", native_tools=False, native_response_format=False,
            context_window=2048),
