@@ -9,7 +9,7 @@ Counting follows OpenAI's chat accounting: 3 tokens per message plus role and co
 reply primer, images a flat 85, tool schemas as their JSON.
 
 Trimming (`fit`): keep the leading system messages and the last message, drop the oldest turns
-first (a dropped assistant tool-call turn takes its tool results with it), and when the last
+first (the kept history always restarts at a user turn, so no orphan tool results), and when the last
 message alone is too long, cut its middle so both its start and its question at the end survive.
 """
 
@@ -119,7 +119,7 @@ def fit(messages: Sequence[Message], budget: int, tokenizer_name: str, tools: Se
     system, middle, last = kept[:n_system], kept[n_system:-1], kept[-1]
     while middle and count(system + middle + [last], encode, tools) > budget:
         middle.pop(0)
-        while middle and middle[0].role == "tool":  # never start with orphan tool results
+        while middle and middle[0].role in ("tool", "assistant"):  # history restarts at a user turn
             middle.pop(0)
     kept = system + middle + [last]
     over = count(kept, encode, tools) - budget
