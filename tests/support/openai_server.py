@@ -25,6 +25,7 @@ Native shapes: POST .../messages answers in Anthropic's format, .../:generateCon
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections import deque
@@ -129,6 +130,11 @@ class ScriptedOpenAIServer:
 
             def log_message(self, *args: Any) -> None:  # keep test output clean
                 return None
+
+            def setup(self) -> None:
+                super().setup()
+                # Small SSE writes must leave at once (no Nagle + delayed-ACK 40 ms stalls).
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
             def do_GET(self) -> None:
                 server._handle_get(self)
