@@ -59,7 +59,7 @@ def to_core_request(request: pb.ChatRequest) -> ChatRequest:
     if request.HasField("response_format") and request.response_format.HasField("json_schema"):
         rf = request.response_format
         structured = StructuredSpec(schema=from_struct(rf.json_schema), name=rf.name or "answer",
-                                    max_repairs=rf.max_repairs if rf.max_repairs > 0 else 2)
+                                    max_repairs=rf.max_repairs if rf.max_repairs > 0 else None)
     thinking = Thinking(mode=_MODE.get(request.thinking.mode, ThinkingMode.DEFAULT),
                         effort=_EFFORT.get(request.thinking.effort, ""), budget_tokens=request.thinking.budget_tokens)
     return ChatRequest(

@@ -59,6 +59,12 @@ class EmbeddedModelServer:
     def start_in_background(self) -> None:
         if self._starting is None:
             self._starting = asyncio.get_running_loop().create_task(self._start())
+            self._starting.add_done_callback(self._log_failure)
+
+    @staticmethod
+    def _log_failure(task: "asyncio.Task[str]") -> None:
+        if not task.cancelled() and task.exception() is not None:
+            logger.warning("embedded model server failed to start: %s", task.exception())
 
     async def api_base(self) -> str:
         if self._base is not None and self._process is not None and self._process.poll() is None:

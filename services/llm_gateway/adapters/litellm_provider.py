@@ -104,7 +104,7 @@ def _classify(exc: BaseException, litellm: Any) -> tuple[ErrorKind, int]:
         if isinstance(exc, errors.MidStreamFallbackError):
             return ErrorKind.CONNECTION, 0
         return ErrorKind.INTERNAL, 0
-    if status == 429 or status == 402:
+    if status == 429:
         return ErrorKind.RATE_LIMITED, status
     if status in (408, 504):
         return ErrorKind.TIMEOUT, status

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from services.common import context as request_context
 from services.common.errors import InvalidArgumentError, ViolationCollector
 from services.llm_gateway.core import context, history, structured, think, tools
 from services.llm_gateway.core.policy import apply as apply_policy
@@ -181,9 +182,13 @@ class LlmGateway:
         if route.entry.think_format or route.entry.implicit_open is not None:
             fmt_override = ThinkFormat(mode=route.entry.think_format or family.think_format.mode,
                                        implicit_open=bool(route.entry.implicit_open))
+        timeout = self.settings.request_timeout_s
+        remaining = request_context.remaining_time()  # the caller's gRPC deadline, propagated
+        if remaining is not None:
+            timeout = max(min(timeout, remaining), 0.001)
         call = ProviderCall(model=route.litellm_model, messages=history.to_provider(messages, echo),
                             api_base=planned.api_base, api_key=route.api_key, stream=stream, params=params,
-                            timeout_s=self.settings.request_timeout_s)
+                            timeout_s=timeout)
         return call, think_format_for(family, mode, fmt_override)
 
     # -- the run loop ----------------------------------------------------------------------------
@@ -192,7 +197,11 @@ class LlmGateway:
         total = Usage()
         budget = RetryBudget(self.settings.retry)
         messages = list(request.messages)
-        repairs_left = request.structured.max_repairs if request.structured else 0
+        repairs_left = 0
+        if request.structured is not None:
+            repairs_left = request.structured.max_repairs
+            if repairs_left is None:
+                repairs_left = self.settings.default_max_repairs
         tool_repairs_left = self.settings.max_tool_repairs
         buffer_text = request.structured is not None or (bool(request.tools) and not plan[0].route.native_tools)
         route_index = 0
@@ -212,7 +221,7 @@ class LlmGateway:
                     last_error = error
                     if state.emitted:
                         kind = error.kind if error.kind == ErrorKind.INCOMPLETE_STREAM else ErrorKind.STREAM_INTERRUPTED
-                        yield from_usage(total, self.provider, call.model)
+                        yield _usage_event(total)
                         yield FinishEvent(FinishReason.ERROR, call.model, ChatError(
                             kind, error.message, retryable=error.retryable or kind == ErrorKind.STREAM_INTERRUPTED,
                             partial_text="".join(state.sent_text), http_status=error.status))
@@ -230,7 +239,7 @@ class LlmGateway:
                     logger.info("falling back from %s to %s", call.model, plan[route_index].route.litellm_model)
                     continue
                 assert last_error is not None
-                yield from_usage(total, self.provider, call.model)
+                yield _usage_event(total)
                 yield FinishEvent(FinishReason.ERROR, call.model, ChatError(
                     last_error.kind, last_error.message, retryable=last_error.retryable, http_status=last_error.status))
                 return
@@ -247,7 +256,7 @@ class LlmGateway:
                     continue
                 for tool_call in calls:
                     yield ToolCallEvent(tool_call)
-                yield from_usage(total, self.provider, call.model)
+                yield _usage_event(total)
                 yield FinishEvent(FinishReason.TOOL_CALLS, call.model)
                 return
             # -- structured output --------------------------------------------------------------
@@ -259,7 +268,7 @@ class LlmGateway:
                         messages = messages + [Message(role="assistant", content=outcome.text),
                                                Message(role="user", content=structured.repair_prompt(problem, request.structured.schema))]
                         continue
-                    yield from_usage(total, self.provider, call.model)
+                    yield _usage_event(total)
                     yield FinishEvent(FinishReason.ERROR, call.model, ChatError(
                         ErrorKind.INVALID_STRUCTURED_OUTPUT, f"answer does not match the schema {problem}",
                         partial_text=outcome.text))
@@ -267,7 +276,7 @@ class LlmGateway:
                 yield TextEvent(json.dumps(value, ensure_ascii=False))
             elif buffer_text and outcome.text:
                 yield TextEvent(outcome.text)
-            yield from_usage(total, self.provider, call.model)
+            yield _usage_event(total)
             reason = _FINISH.get(outcome.finish_reason or "stop", FinishReason.STOP)
             if outcome.truncated and reason == FinishReason.STOP:
                 reason = FinishReason.LENGTH if outcome.finish_reason == "length" else reason
@@ -335,5 +344,5 @@ class LlmGateway:
         return usage
 
 
-def from_usage(total: Usage, provider: Provider, model: str) -> UsageEvent:
+def _usage_event(total: Usage) -> UsageEvent:
     return UsageEvent(Usage(**total.__dict__))

@@ -62,7 +62,8 @@ class Generation:
 class StructuredSpec:
     schema: dict[str, Any]
     name: str = "answer"
-    max_repairs: int = 2
+    max_repairs: int | None = None
+    """None = gateway.default_max_repairs."""
 
 
 @dataclass
