@@ -10,6 +10,7 @@ from agentcanvas.v1 import common_pb2, llm_gateway_pb2, llm_gateway_pb2_grpc
 
 from services.common.structs import from_struct, to_value
 from services.llm_gateway.core.gateway import LlmGateway
+from services.llm_gateway.core.policy import reasons
 from services.llm_gateway.core.registry import ModelRegistry
 from services.llm_gateway.core.types import (
     ChatError, ChatRequest, ErrorKind, FinishEvent, FinishReason, Generation, Message, StructuredSpec, TextEvent,
@@ -135,6 +136,6 @@ class LlmGatewayServicer(llm_gateway_pb2_grpc.LlmGatewayServicer):
                 llm_id=entry.llm_id, litellm_model=entry.model, provider=entry.provider,
                 api_base=entry.api_base or "",
                 supports_tools=entry.supports_tools if entry.supports_tools is not None else family.native_tools,
-                supports_reasoning=bool(entry.supports_reasoning) if entry.supports_reasoning is not None else family.style != "none" or family.think_format.implicit_open,
+                supports_reasoning=bool(entry.supports_reasoning) if entry.supports_reasoning is not None else reasons(family),
                 context_window=entry.context_window or family.context_window, is_default=entry.llm_id == default_id))
         return pb.ListModelsResponse(models=models)

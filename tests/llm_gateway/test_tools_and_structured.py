@@ -164,3 +164,16 @@ async def test_structured_stream_emits_the_validated_json(gw, scripted):
     scripted.queue(Reply(content='Sure! {"name": "Ada", "age": 36}'))
     events = await collect(gw, ChatRequest("m", [Message("user", "who?")], structured=StructuredSpec(PERSON)))
     assert [json.loads(e.text) for e in events if isinstance(e, TextEvent)] == [{"name": "Ada", "age": 36}]
+
+
+async def test_tool_turns_are_flattened_to_text_for_models_without_native_tools(gw, scripted):
+    history = [Message("user", "weather?"),
+               Message("assistant", "", tool_calls=[ToolCall("call_1", "get_weather", '{"city":"Paris"}')]),
+               Message("tool", "sunny", tool_call_id="call_1", name="get_weather")]
+    scripted.queue(Reply(content="Sunny in Paris."))
+    result = await gw.chat(ChatRequest("plain", history, tools=[WEATHER]))
+    assert result.text == "Sunny in Paris."
+    sent = scripted.chat_bodies[0]["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "user"]
+    assert json.loads(sent[2]["content"]) == {"tool_call": {"name": "get_weather", "arguments": {"city": "Paris"}}}
+    assert sent[3]["content"] == "Result of tool get_weather: sunny"

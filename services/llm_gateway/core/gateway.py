@@ -162,6 +162,8 @@ class LlmGateway:
                 params["response_format"] = structured.response_format_param(request.structured.schema, request.structured.name)
             system_addenda.append(structured.schema_prompt(request.structured.schema))
         messages = history.clean(messages)
+        if not route.native_tools:
+            messages = history.flatten_tools(messages)
         if system_addenda:
             addendum = "\n\n".join(system_addenda)
             if messages and messages[0].role == "system":

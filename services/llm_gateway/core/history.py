@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from services.llm_gateway.core import think
@@ -31,6 +32,30 @@ def clean(messages: list[Message]) -> list[Message]:
                 message = Message(**{**message.__dict__, "content": content})
         out.append(message)
     return out
+
+
+def flatten_tools(messages: list[Message]) -> list[Message]:
+    """For models without native tools: tool-call turns and tool results become plain text turns."""
+    out = []
+    for message in messages:
+        if message.role == "assistant" and message.tool_calls:
+            calls = [{"name": c.name, "arguments": json.loads(c.arguments_json) if _is_json(c.arguments_json) else c.arguments_json}
+                     for c in message.tool_calls]
+            text = json.dumps({"tool_call": calls[0] if len(calls) == 1 else calls}, ensure_ascii=False)
+            out.append(Message(role="assistant", content=(message.content + "\n" if message.content else "") + text))
+        elif message.role == "tool":
+            out.append(Message(role="user", content=f"Result of tool {message.name or message.tool_call_id}: {message.content}"))
+        else:
+            out.append(message)
+    return out
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except json.JSONDecodeError:
+        return False
+    return True
 
 
 def to_provider(messages: list[Message], echo_reasoning: bool) -> list[dict[str, Any]]:

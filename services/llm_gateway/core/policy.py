@@ -100,6 +100,14 @@ FAMILIES: tuple[Family, ...] = (
 )
 
 
+REASONING_STYLES = frozenset({"qwen_toggle", "qwen_template", "type_toggle", "anthropic", "gemini", "ollama"})
+
+
+def reasons(family: Family) -> bool:
+    """Whether models of this family are known to reason (ListModels.supports_reasoning)."""
+    return family.style in REASONING_STYLES or family.name == "openai-reasoning" or family.think_format.implicit_open
+
+
 def family_for(provider: str, model_name: str, override: str = "") -> Family:
     """The first FAMILIES row matching (provider, model name); `override` picks a row by name."""
     if override:
