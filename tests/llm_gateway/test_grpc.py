@@ -160,3 +160,19 @@ async def test_keys_never_appear_in_errors_or_logs(stub, scripted, caplog):
     assert SECRET not in reply.error.message
     assert SECRET not in caplog.text
     assert scripted.requests[-1].headers.get("authorization") == f"Bearer {SECRET}"
+
+
+async def test_client_cancellation_stops_the_upstream_request(stub, scripted):
+    import asyncio
+
+    client, _ = stub
+    scripted.queue(Stream(chunks=[{"content": "word "}] * 400, chunk_delay_s=0.02))
+    call = client.ChatStream(pb.ChatRequest(model="", messages=user()), metadata=AUTH)
+    first = await call.read()
+    assert first.WhichOneof("event") == "text_delta"
+    call.cancel()
+    deadline = asyncio.get_running_loop().time() + 20
+    while scripted.disconnects == 0:
+        assert asyncio.get_running_loop().time() < deadline, "upstream stream was not abandoned"
+        await asyncio.sleep(0.02)
+    assert len(scripted.chat_bodies) == 1

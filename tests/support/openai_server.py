@@ -115,6 +115,8 @@ class ScriptedOpenAIServer:
         self.default = default
         self.model = model
         self.requests: list[RecordedRequest] = []
+        self.disconnects = 0
+        """Streams the client abandoned (write failed mid-stream)."""
         self._queue: deque[Response] = deque()
         self._lock = threading.Lock()
         self._closing = threading.Event()
@@ -285,6 +287,8 @@ class ScriptedOpenAIServer:
                 out.write(b"data: [DONE]\n\n")
             out.close()
         except (BrokenPipeError, ConnectionResetError):
+            with self._lock:
+                self.disconnects += 1
             return
 
     def _completion(self, reply: Reply) -> dict[str, Any]:
