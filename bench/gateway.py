@@ -5,7 +5,7 @@
 Lines printed (one JSON object each):
 * ttft_added_ms: time to the first answer token through the gateway (gRPC ChatStream -> litellm ->
   HTTP) minus the time to the first token of the same stream read directly over HTTP; p50/p99, with
-  both raw series' p50 side by side.
+  both raw series' p50 side by side, and a bare in-process litellm.acompletion's p50 (litellm's share).
 * events_per_s: streamed events per second received from one gateway process over gRPC (the peer,
   raw HTTP chunks per second from the same server, is printed alongside).
 * events_per_s_core: the gateway's own pipeline (splitter, tools, usage, proto encoding) fed from
@@ -111,6 +111,22 @@ async def _direct_ttft(client: httpx.AsyncClient, url: str) -> float:
     return elapsed
 
 
+async def _litellm_ttft(base_url: str) -> float:
+    """The same stream read with a bare litellm.acompletion in this process: litellm's share of the cost."""
+    from services.llm_gateway.adapters.litellm_provider import load_litellm
+
+    litellm = load_litellm()
+    started = time.perf_counter()
+    first = None
+    response = await litellm.acompletion(model="openai/bench-model", messages=[{"role": "user", "content": "hi"}],
+                                         api_base=base_url, api_key="k-bench", stream=True, num_retries=0, max_retries=0)
+    async for chunk in response:
+        if first is None and chunk.choices and chunk.choices[0].delta.content:
+            first = time.perf_counter() - started
+    assert first is not None
+    return first
+
+
 async def _gateway_ttft(stub: llm_gateway_pb2_grpc.LlmGatewayStub) -> float:
     request = pb.ChatRequest(model="", messages=[pb.ChatMessage(role="user", content="hi")])
     started = time.perf_counter()
@@ -135,9 +151,12 @@ async def bench_ttft_and_events(server: ScriptedOpenAIServer, stub: llm_gateway_
             direct.append(await _direct_ttft(client, url))
             through.append(await _gateway_ttft(stub))
         added = [(g - d) * 1000 for g, d in zip(through, direct)]
+        for _ in range(5):
+            await _litellm_ttft(server.base_url)
+        litellm_only = [await _litellm_ttft(server.base_url) for _ in range(min(requests, 100))]
         _emit(metric="ttft_added_ms", p50=round(_pct(added, 0.5), 3), p99=round(_pct(added, 0.99), 3),
               direct_p50_ms=round(_pct(direct, 0.5) * 1000, 3), gateway_p50_ms=round(_pct(through, 0.5) * 1000, 3),
-              requests=requests, goal_p50_ms=2.0)
+              litellm_alone_p50_ms=round(_pct(litellm_only, 0.5) * 1000, 3), requests=requests, goal_p50_ms=2.0)
 
         server.default = lambda body: Stream(chunks=[{"content": "x"}] * stream_chunks)
         started = time.perf_counter()

@@ -46,6 +46,7 @@ def load_litellm() -> Any:
         litellm.disable_hf_tokenizer_download = True
         litellm.drop_params = True
         litellm.num_retries = 0
+        litellm.disable_streaming_logging = True  # no litellm callbacks here; saves ~15% per streamed chunk
         for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
             logging.getLogger(name).setLevel(logging.WARNING)
         _litellm = litellm
