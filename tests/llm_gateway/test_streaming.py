@@ -233,3 +233,23 @@ async def test_history_think_blocks_are_removed_and_unknown_keys_never_sent(gw, 
     body = scripted.chat_bodies[-1]
     assert body["messages"][1] == {"role": "assistant", "content": "old answer"}
     assert not {"llm_id", "model_type", "request_id"} & set(body)
+
+
+async def test_reasoning_and_content_in_one_delta_keep_their_order(gw, scripted):
+    scripted.queue(Stream(chunks=[{"reasoning_content": "R", "content": "A"}, {"content": "B"}]))
+    assert shape(await collect(gw, req()))[:4] == [("start",), ("think", "R"), ("end", False), ("text", "AB")]
+
+
+async def test_missing_provider_usage_is_estimated(gw, scripted):
+    scripted.queue(Stream(chunks=[{"content": "hello world"}], send_usage=False))
+    (u,) = [e.usage for e in await collect(gw, req()) if isinstance(e, UsageEvent)]
+    assert u.prompt_tokens > 0 and u.completion_tokens > 0 and u.calls == 1
+
+
+async def test_anthropic_thinking_blocks_stream_as_think_events(make_gateway, scripted):
+    gw = make_gateway({"claude": {"model": "anthropic/claude-sonnet-4-5", "api_base": scripted.root_url, "api_key": "k-test"}})
+    scripted.queue(Reply(content="Paris.", reasoning_content="The user asks about France.", chunk_size=5))
+    events = await collect(gw, req("claude", thinking=Thinking(ThinkingMode.ENABLED)))
+    assert shape(events) == [("start",), ("think", "The user asks about France."), ("end", False), ("text", "Paris."),
+                             ("usage",), ("finish", FinishReason.STOP, None)]
+    assert scripted.chat_bodies[0]["thinking"] == {"type": "enabled", "budget_tokens": 2048}

@@ -13,7 +13,7 @@ Responses:
     Reply(content, reasoning_content, reasoning, tool_calls, finish_reason, usage)
         one complete answer; streamed as chunks of `chunk_size` characters when the request streams.
     Stream(chunks=[delta dicts], finish_reason, usage, usage_every_chunk, drop_after, omit_done,
-           omit_finish, error_chunk)
+           error_chunk, chunk_delay_s, send_usage)
         an explicit list of deltas; `drop_after=k` cuts the connection after k chunks.
     Fail(status, retry_after=None, body=None)      an HTTP error.
     Hang(seconds)                                  sleeps before answering (client-side timeouts).
@@ -66,6 +66,7 @@ class Stream:
     omit_done: bool = False
     error_chunk: dict[str, Any] | None = None
     chunk_delay_s: float = 0.0
+    send_usage: bool = True
 
 
 @dataclass
@@ -221,7 +222,10 @@ class ScriptedOpenAIServer:
             return
         path = handler.path
         if path.rstrip("/").endswith("/messages"):
-            self._send_json(handler, 200, self._anthropic(response))
+            if body.get("stream"):
+                self._send_anthropic_stream(handler, response)
+            else:
+                self._send_json(handler, 200, self._anthropic(response))
         elif ":generateContent" in path or ":streamGenerateContent" in path:
             self._send_json(handler, 200, self._gemini(response))
         elif path.startswith("/api/chat"):
@@ -279,7 +283,7 @@ class ScriptedOpenAIServer:
                 out.write(b"data: " + json.dumps({"error": stream.error_chunk}).encode() + b"\n\n")
             elif stream.finish_reason is not None:
                 out.write(self._chunk({}, stream.finish_reason, usage if stream.usage_every_chunk else None))
-            if include_usage and not stream.usage_every_chunk:
+            if include_usage and stream.send_usage and not stream.usage_every_chunk:
                 final = {"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 1,
                          "model": self.model, "choices": [], "usage": usage}
                 out.write(b"data: " + json.dumps(final).encode() + b"\n\n")
@@ -315,6 +319,44 @@ class ScriptedOpenAIServer:
         content.append({"type": "text", "text": reply.content})
         return {"id": "msg_scripted", "type": "message", "role": "assistant", "model": self.model, "content": content,
                 "stop_reason": "end_turn", "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 5}}
+
+    def _send_anthropic_stream(self, handler: BaseHTTPRequestHandler, response: Response) -> None:
+        """Anthropic Messages SSE: a thinking block (with signature) then a text block."""
+        reply = response if isinstance(response, Reply) else _reply_from_stream(response)
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream")
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.end_headers()
+        out = _ChunkedWriter(handler.wfile)
+
+        def event(name: str, data: dict[str, Any]) -> None:
+            out.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+
+        event("message_start", {"type": "message_start", "message": {
+            "id": "msg_scripted", "type": "message", "role": "assistant", "model": self.model, "content": [],
+            "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 1}}})
+        index = 0
+        blocks = []
+        if reply.reasoning_content:
+            blocks.append(("thinking", reply.reasoning_content))
+        blocks.append(("text", reply.content))
+        size = reply.chunk_size
+        for kind, text in blocks:
+            start = {"type": "thinking", "thinking": "", "signature": ""} if kind == "thinking" else {"type": "text", "text": ""}
+            event("content_block_start", {"type": "content_block_start", "index": index, "content_block": start})
+            for i in range(0, len(text), size):
+                delta = ({"type": "thinking_delta", "thinking": text[i:i + size]} if kind == "thinking"
+                         else {"type": "text_delta", "text": text[i:i + size]})
+                event("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
+            if kind == "thinking":
+                event("content_block_delta", {"type": "content_block_delta", "index": index,
+                                              "delta": {"type": "signature_delta", "signature": "sig"}})
+            event("content_block_stop", {"type": "content_block_stop", "index": index})
+            index += 1
+        event("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                                "usage": {"output_tokens": 5}})
+        event("message_stop", {"type": "message_stop"})
+        out.close()
 
     def _gemini(self, response: Response) -> dict[str, Any]:
         reply = response if isinstance(response, Reply) else _reply_from_stream(response)
