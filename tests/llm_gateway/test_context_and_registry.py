@@ -125,6 +125,7 @@ def test_unknown_models_and_missing_configuration_are_domain_errors():
     assert "DASHSCOPE_API_KEY" in caught.value.message
     with pytest.raises(FailedPreconditionError):
         registry().resolve("m@VLLM")
+    assert registry().resolve("qwen-plus@Tongyi-Qianwen", need_key=False).api_key is None  # token counting
     with pytest.raises(InvalidArgumentError):
         registry({"bad": {"api_base": "x"}})
     with pytest.raises(InvalidArgumentError):

@@ -108,7 +108,7 @@ class LlmGateway:
                           model=finish.model, error=finish.error)
 
     def count_tokens(self, model: str, messages: list[Message], max_tokens: int) -> tuple[int, str, list[Message], int]:
-        route = self.registry.resolve(model)
+        route = self.registry.resolve(model, need_key=False)
         encode, _, name = context.tokenizer(route.family.tokenizer)
         total = context.count(messages, encode)
         if max_tokens <= 0:
@@ -173,7 +173,7 @@ class LlmGateway:
         if route.context_window:
             reserve = request.generation.max_tokens or min(1024, route.context_window // 4)
             messages = context.fit(messages, max(route.context_window - reserve, 64), family.tokenizer, request.tools)
-        echo = family.echo_reasoning_with_tools and bool(request.tools)
+        echo = family.echo_reasoning_with_tools and (bool(request.tools) or any(m.tool_calls for m in messages))
         if policy.extra_body:
             params["extra_body"] = policy.extra_body
         stream = streaming or (family.stream_only_when_thinking and policy.thinking_on is True)

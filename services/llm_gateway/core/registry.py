@@ -169,7 +169,8 @@ class ModelRegistry:
     def family_of(self, entry: ModelEntry) -> Family:
         return family_for(entry.provider, entry.model.split("/", 1)[-1], entry.family)
 
-    def resolve(self, llm_id: str, field_name: str = "model") -> Route:
+    def resolve(self, llm_id: str, field_name: str = "model", need_key: bool = True) -> Route:
+        """The route for `llm_id`; `need_key=False` (token counting) skips the API-key requirement."""
         entry = self._entries.get(llm_id)
         if entry is None and "@" in llm_id:
             name, _, factory_name = llm_id.rpartition("@")
@@ -184,7 +185,8 @@ class ModelRegistry:
             raise InvalidArgumentError.for_field(field_name, f"unknown model {llm_id!r}: not in gateway.models, no known "
                                                  "'@Factory' suffix and no '*' fallback entry", reason="MODEL_NOT_FOUND")
         family = self.family_of(entry)
-        return Route(llm_id=llm_id, entry=entry, litellm_model=entry.model, family=family, api_key=self._key(entry))
+        return Route(llm_id=llm_id, entry=entry, litellm_model=entry.model, family=family,
+                     api_key=self._key(entry) if need_key else None)
 
     def _from_factory(self, llm_id: str, name: str, factory_name: str) -> ModelEntry:
         factory = FACTORIES[factory_name]
