@@ -253,3 +253,9 @@ async def test_anthropic_thinking_blocks_stream_as_think_events(make_gateway, sc
     assert shape(events) == [("start",), ("think", "The user asks about France."), ("end", False), ("text", "Paris."),
                              ("usage",), ("finish", FinishReason.STOP, None)]
     assert scripted.chat_bodies[0]["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+
+
+async def test_repeated_deltas_and_empty_think_blocks_end_to_end(gw, scripted):
+    scripted.queue(Stream(chunks=[{"content": "<think>"}, {"content": " \n"}, {"content": "</think>\n\n"}, {"content": "ha"},
+                                  {"content": "ha"}, {"content": "!"}]))
+    assert shape(await collect(gw, req())) == [("text", "haha!"), ("usage",), ("finish", FinishReason.STOP, None)]
