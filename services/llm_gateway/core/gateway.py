@@ -205,12 +205,13 @@ class LlmGateway:
             if repairs_left is None:
                 repairs_left = self.settings.default_max_repairs
         tool_repairs_left = self.settings.max_tool_repairs
-        buffer_text = request.structured is not None or (bool(request.tools) and not plan[0].route.native_tools)
         route_index = 0
         last_error: ProviderError | None = None
         while True:
             planned = plan[route_index]
             call, fmt = self._build_call(request, planned, messages, streaming)
+            # Text that may still turn out to be JSON (structured output, text-mode tool calls) is held back.
+            buffer_text = request.structured is not None or (bool(request.tools) and not planned.route.native_tools)
             attempt = 1
             outcome: _CallOutcome | None = None
             while outcome is None:
@@ -279,10 +280,7 @@ class LlmGateway:
             elif buffer_text and outcome.text:
                 yield TextEvent(outcome.text)
             yield _usage_event(total)
-            reason = _FINISH.get(outcome.finish_reason or "stop", FinishReason.STOP)
-            if outcome.truncated and reason == FinishReason.STOP:
-                reason = FinishReason.LENGTH if outcome.finish_reason == "length" else reason
-            yield FinishEvent(reason, call.model)
+            yield FinishEvent(_FINISH.get(outcome.finish_reason or "stop", FinishReason.STOP), call.model)
             return
 
     async def _one_call(self, call: ProviderCall, fmt: ThinkFormat, request: ChatRequest, outcome: _CallOutcome,
