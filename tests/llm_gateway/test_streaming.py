@@ -259,3 +259,21 @@ async def test_repeated_deltas_and_empty_think_blocks_end_to_end(gw, scripted):
     scripted.queue(Stream(chunks=[{"content": "<think>"}, {"content": " \n"}, {"content": "</think>\n\n"}, {"content": "ha"},
                                   {"content": "ha"}, {"content": "!"}]))
     assert shape(await collect(gw, req())) == [("text", "haha!"), ("usage",), ("finish", FinishReason.STOP, None)]
+
+
+@pytest.mark.parametrize("text", ["<think>Let me see.</think>The answer is 4.", "\n<think>a<b</think>\n\nx</think>y",
+                                  "<think>unclosed at the end", "plain <think>literal</think> text"])
+async def test_any_chunking_through_litellm_matches_the_non_streamed_answer(gw, scripted, text):
+    import random
+
+    rng = random.Random(text)
+    scripted.queue(Reply(content=text))
+    whole = await gw.chat(req(with_reasoning=True))
+    for _ in range(6):
+        cuts = sorted(rng.sample(range(1, len(text)), k=min(len(text) - 1, rng.randint(1, 8))))
+        pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
+        scripted.queue(Stream(chunks=[{"content": p} for p in pieces]))
+        events = await collect(gw, req(with_reasoning=True))
+        streamed_text = "".join(e.text for e in events if isinstance(e, TextEvent))
+        streamed_reasoning = "".join(e.text for e in events if isinstance(e, ThinkDeltaEvent))
+        assert (streamed_text, streamed_reasoning) == (whole.text, whole.reasoning), pieces
