@@ -116,6 +116,14 @@ def test_default_is_embedded_and_star_is_the_fallback():
     assert reg.resolve("thing@UnknownFactory").litellm_model == "openai/thing"
 
 
+def test_a_factory_without_its_key_gives_way_to_the_star_entry():
+    reg = registry({"*": {"model": "openai/gpt-4o-mini", "api_key_env": "OPENAI_API_KEY"}}, env={"OPENAI_API_KEY": "sk-x"})
+    assert reg.resolve("qwen-plus@Tongyi-Qianwen").litellm_model == "openai/gpt-4o-mini"
+    with pytest.raises(FailedPreconditionError) as caught:
+        registry({"*": {"model": "openai/gpt-4o-mini", "api_key_env": "OPENAI_API_KEY"}}).resolve("x@OpenAI")
+    assert "OPENAI_API_KEY" in caught.value.message
+
+
 def test_unknown_models_and_missing_configuration_are_domain_errors():
     with pytest.raises(InvalidArgumentError) as caught:
         registry().resolve("nope@Nowhere")

@@ -110,11 +110,13 @@ class Route:
         return self.entry.context_window or self.family.context_window
 
 
-def _provider_of(model: str, explicit: str | None) -> str:
+def _provider_of(model: str, explicit: str | None, api_base: str | None) -> str:
     if explicit:
         return canonical_factory(explicit)
     prefix = model.split("/", 1)[0] if "/" in model else ""
-    return _PROVIDER_BY_PREFIX.get(prefix, "OpenAI-API-Compatible" if prefix in ("openai", "custom_openai") else prefix)
+    if prefix in ("openai", "custom_openai"):
+        return "OpenAI-API-Compatible" if api_base else "OpenAI"
+    return _PROVIDER_BY_PREFIX.get(prefix, prefix)
 
 
 def _entry(llm_id: str, raw: Any) -> ModelEntry:
@@ -122,7 +124,7 @@ def _entry(llm_id: str, raw: Any) -> ModelEntry:
         raise InvalidArgumentError.for_field(f"gateway.models[{llm_id!r}]", "must be a mapping with a 'model' key")
     model = str(raw["model"])
     api_base = raw.get("api_base")
-    provider = "Embedded" if api_base == EMBEDDED else _provider_of(model, raw.get("provider"))
+    provider = "Embedded" if api_base == EMBEDDED else _provider_of(model, raw.get("provider"), api_base)
     return ModelEntry(
         llm_id=llm_id, model=model, provider=provider, api_base=str(api_base) if api_base else None,
         api_key=str(raw["api_key"]) if raw.get("api_key") else None,
@@ -170,35 +172,55 @@ class ModelRegistry:
         return family_for(entry.provider, entry.model.split("/", 1)[-1], entry.family)
 
     def resolve(self, llm_id: str, field_name: str = "model", need_key: bool = True) -> Route:
-        """The route for `llm_id`; `need_key=False` (token counting) skips the API-key requirement."""
+        """The route for `llm_id`; `need_key=False` (token counting) skips the API-key requirement.
+
+        A known factory that lacks its key or api_base gives way to the `*` entry when there is one;
+        otherwise the missing piece is reported (FAILED_PRECONDITION)."""
         entry = self._entries.get(llm_id)
+        problem = None
         if entry is None and "@" in llm_id:
             name, _, factory_name = llm_id.rpartition("@")
             factory = canonical_factory(factory_name)
             if factory in FACTORIES and name:
-                entry = self._from_factory(llm_id, name, factory)
+                candidate = self._from_factory(llm_id, name, factory)
+                problem = self._missing(candidate, need_key)
+                if problem is None:
+                    entry = candidate
         if entry is None and "*" in self._entries:
             star = self._entries["*"]
             requested = llm_id.rpartition("@")[0] or llm_id
             entry = ModelEntry(**{**star.__dict__, "llm_id": llm_id, "model": star.model.replace("{model}", requested)})
+            problem = None
         if entry is None:
+            if problem:
+                raise FailedPreconditionError(problem, reason="MODEL_NOT_CONFIGURED")
             raise InvalidArgumentError.for_field(field_name, f"unknown model {llm_id!r}: not in gateway.models, no known "
                                                  "'@Factory' suffix and no '*' fallback entry", reason="MODEL_NOT_FOUND")
-        family = self.family_of(entry)
-        return Route(llm_id=llm_id, entry=entry, litellm_model=entry.model, family=family,
+        problem = self._missing(entry, need_key)
+        if problem:
+            raise FailedPreconditionError(problem, reason="MODEL_NOT_CONFIGURED")
+        return Route(llm_id=llm_id, entry=entry, litellm_model=entry.model, family=self.family_of(entry),
                      api_key=self._key(entry) if need_key else None)
 
     def _from_factory(self, llm_id: str, name: str, factory_name: str) -> ModelEntry:
         factory = FACTORIES[factory_name]
         overrides = self._factories.get(factory_name, {})
-        api_base = overrides.get("api_base") or factory.api_base
-        if factory.needs_base and not api_base:
-            raise FailedPreconditionError(
-                f"model {llm_id!r}: factory {factory_name} needs gateway.factories.{factory_name}.api_base",
-                reason="MODEL_NOT_CONFIGURED")
-        return ModelEntry(llm_id=llm_id, model=factory.prefix + name, provider=factory_name, api_base=api_base,
-                          api_key=overrides.get("api_key"), api_key_env=overrides.get("api_key_env") or factory.key_env,
+        return ModelEntry(llm_id=llm_id, model=factory.prefix + name, provider=factory_name,
+                          api_base=overrides.get("api_base") or factory.api_base, api_key=overrides.get("api_key"),
+                          api_key_env=overrides.get("api_key_env") or factory.key_env,
                           context_window=int(overrides.get("context_window") or 0))
+
+    def _missing(self, entry: ModelEntry, need_key: bool) -> str | None:
+        """What keeps this entry from being called (never the key itself), or None."""
+        factory = FACTORIES.get(entry.provider)
+        if factory is None or entry.is_embedded:
+            return None
+        if factory.needs_base and not entry.api_base:
+            return f"model {entry.llm_id!r}: factory {entry.provider} needs gateway.factories.{entry.provider}.api_base"
+        if need_key and factory.needs_key and self._key(entry) is None:
+            hint = entry.api_key_env or factory.key_env or "api_key"
+            return f"model {entry.llm_id!r}: no API key for {entry.provider}; set {hint} or gateway.models[...].api_key"
+        return None
 
     def _key(self, entry: ModelEntry) -> str | None:
         if entry.api_key:
@@ -206,10 +228,4 @@ class ModelRegistry:
         env_name = entry.api_key_env or (FACTORIES[entry.provider].key_env if entry.provider in FACTORIES else None)
         if env_name and self._env.get(env_name):
             return self._env[env_name]
-        factory = FACTORIES.get(entry.provider)
-        if factory and factory.needs_key and not entry.is_embedded:
-            hint = entry.api_key_env or (factory.key_env or "api_key")
-            raise FailedPreconditionError(
-                f"model {entry.llm_id!r}: no API key for {entry.provider}; set {hint} or gateway.models[...].api_key",
-                reason="MODEL_NOT_CONFIGURED")
         return None

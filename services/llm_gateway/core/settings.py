@@ -8,7 +8,7 @@ from typing import Any
 from services.common.errors import InvalidArgumentError
 from services.llm_gateway.core.retry import RetrySettings
 
-KNOWN_KEYS = {"models", "factories", "retry", "request_timeout_s", "embedded", "port", "shutdown_grace_s",
+KNOWN_KEYS = {"models", "factories", "retry", "request_timeout_s", "embedded", "port", "shutdown_grace_s", "metrics_port",
               "max_tool_repairs", "default_max_repairs"}
 
 
