@@ -48,3 +48,13 @@ def test_nothing_reaches_the_network():
     result = subprocess.run([sys.executable, "-c", SCRIPT], env=env, cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert "OFFLINE-OK []" in result.stdout, result.stdout[-2000:] + result.stderr[-3000:]
     assert "network access attempted" not in result.stderr and "DNS lookup attempted" not in result.stderr
+
+
+def test_a_bad_config_file_is_one_clear_line_and_exit_code_2(tmp_path):
+    config = tmp_path / "bad.yaml"
+    config.write_text("gateway:\n  modles: {}\n")
+    env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{ROOT / 'gen' / 'python'}")
+    result = subprocess.run([sys.executable, "-m", "services.llm_gateway", "--config", str(config)], env=env, cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert "unknown keys ['modles']" in result.stderr and "Traceback" not in result.stderr
