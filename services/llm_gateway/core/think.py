@@ -113,6 +113,13 @@ class ThinkSplitter:
         if not text:
             return []
         out: list[Event] = []
+        if self._mode == TAG and not self._carry and self._started_content and "<" not in text:
+            # Fast path for the common delta: no tag can start in it.
+            if self._in_think:
+                self._emit_think(text, out)
+            else:
+                self._emit_text(text, out)
+            return out
         if not self._started_content:
             self._started_content = True
             if text[0] == _BOM:
