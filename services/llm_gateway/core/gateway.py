@@ -1,0 +1,348 @@
+"""The gateway core: one request in, typed events out (ChatStream), or their aggregate (Chat).
+
+Per request: resolve the model (and fallbacks) -> clean the history -> fit the context window ->
+apply the family's thinking policy -> call the provider -> split reasoning from text -> assemble and
+validate tool calls -> validate structured output -> usage -> exactly one Finish.
+
+Bad requests (unknown model, empty conversation, bad roles) raise domain errors before anything is
+streamed. Everything that goes wrong after that ends the stream with Finish{ERROR, typed error}.
+Retries happen only while nothing has been sent; once a think or text event left the gateway, a
+failure ends the stream with STREAM_INTERRUPTED (or INCOMPLETE_STREAM) and the partial text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.common import context as request_context
+from services.common.errors import InvalidArgumentError, ViolationCollector
+from services.llm_gateway.core import context, history, structured, think, tools
+from services.llm_gateway.core.policy import apply as apply_policy
+from services.llm_gateway.core.policy import effective_mode, think_format_for
+from services.llm_gateway.core.ports import EmbeddedModel, Provider
+from services.llm_gateway.core.registry import ModelRegistry, Route
+from services.llm_gateway.core.retry import RetryBudget
+from services.llm_gateway.core.settings import GatewaySettings
+from services.llm_gateway.core.think import ThinkFormat
+from services.llm_gateway.core.types import (
+    ChatError, ChatRequest, ChatResult, ErrorKind, FinishEvent, FinishReason, Message, ProviderCall, ProviderError,
+    TextEvent, ThinkDeltaEvent, ThinkEndEvent, ThinkStartEvent, ToolCall, ToolCallEvent, Usage, UsageEvent,
+)
+
+logger = logging.getLogger(__name__)
+
+_FINISH = {"stop": FinishReason.STOP, "length": FinishReason.LENGTH, "tool_calls": FinishReason.TOOL_CALLS,
+           "function_call": FinishReason.TOOL_CALLS, "content_filter": FinishReason.CONTENT_FILTER}
+_THINK_START = ThinkStartEvent()
+
+
+@dataclass
+class _Planned:
+    route: Route
+    api_base: str | None
+
+
+@dataclass
+class _CallOutcome:
+    text: str = ""
+    reasoning: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: str | None = None
+    usage: Usage | None = None
+    truncated: bool = False
+
+
+@dataclass
+class _StreamState:
+    """What already left the gateway (decides between retry and STREAM_INTERRUPTED)."""
+
+    emitted: bool = False
+    sent_text: list[str] = field(default_factory=list)
+
+
+class LlmGateway:
+    def __init__(self, registry: ModelRegistry, provider: Provider, settings: GatewaySettings,
+                 embedded: EmbeddedModel | None = None, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep):
+        self.registry = registry
+        self.provider = provider
+        self.settings = settings
+        self.embedded = embedded
+        self._sleep = sleep
+
+    # -- public API ------------------------------------------------------------------------------
+    async def chat_stream(self, request: ChatRequest) -> AsyncIterator[Any]:
+        """Validate and resolve (raising domain errors), then return the event stream."""
+        planned = await self._plan(request)
+        return self._run(request, planned, streaming=True)
+
+    async def chat(self, request: ChatRequest) -> ChatResult:
+        planned = await self._plan(request)
+        text: list[str] = []
+        reasoning: list[str] = []
+        calls: list[ToolCall] = []
+        usage = Usage()
+        finish = FinishEvent(FinishReason.ERROR)
+        async for event in self._run(request, planned, streaming=False):
+            if isinstance(event, TextEvent):
+                text.append(event.text)
+            elif isinstance(event, ThinkDeltaEvent):
+                reasoning.append(event.text)
+            elif isinstance(event, ToolCallEvent):
+                calls.append(event.call)
+            elif isinstance(event, UsageEvent):
+                usage = event.usage
+            elif isinstance(event, FinishEvent):
+                finish = event
+        answer = "".join(text)
+        value, has_value = None, False
+        if request.structured and finish.error is None and finish.reason != FinishReason.TOOL_CALLS:
+            value, problem = structured.check(answer, request.structured.schema)
+            has_value = problem is None
+        return ChatResult(text=answer, reasoning="".join(reasoning) if request.with_reasoning else "", tool_calls=calls,
+                          structured=value, has_structured=has_value, finish_reason=finish.reason, usage=usage,
+                          model=finish.model, error=finish.error)
+
+    def count_tokens(self, model: str, messages: list[Message], max_tokens: int) -> tuple[int, str, list[Message], int]:
+        route = self.registry.resolve(model, need_key=False)
+        encode, _, name = context.tokenizer(route.family.tokenizer)
+        total = context.count(messages, encode)
+        if max_tokens <= 0:
+            return total, name, [], 0
+        trimmed = context.fit(messages, max_tokens, name)
+        return total, name, trimmed, context.count(trimmed, encode)
+
+    # -- planning --------------------------------------------------------------------------------
+    async def _plan(self, request: ChatRequest) -> list[_Planned]:
+        problems = ViolationCollector()
+        if not request.messages:
+            problems.add("messages", "at least one message is required")
+        for i, message in enumerate(request.messages):
+            if message.role not in history.ROLES:
+                problems.add(f"messages[{i}].role", f"must be one of {', '.join(history.ROLES)}, got {message.role!r}")
+        for i, tool in enumerate(request.tools):
+            if not tool.name:
+                problems.add(f"tools[{i}].name", "is required")
+        if request.structured is not None and not request.structured.schema:
+            problems.add("response_format.json_schema", "is required when response_format is set")
+        problems.raise_if_any("invalid chat request")
+        planned = [self.registry.resolve(request.model, "model")]
+        for i, name in enumerate(request.fallback_models):
+            planned.append(self.registry.resolve(name, f"fallback_models[{i}]"))
+        out = []
+        for route in planned:
+            api_base = route.entry.api_base
+            if route.entry.is_embedded:
+                if self.embedded is None:
+                    raise InvalidArgumentError.for_field("model", "the embedded model is disabled (gateway.embedded.enabled)")
+                api_base = await self.embedded.api_base()
+            out.append(_Planned(route, api_base))
+        return out
+
+    def _build_call(self, request: ChatRequest, planned: _Planned, messages: list[Message], streaming: bool) -> tuple[ProviderCall, ThinkFormat]:
+        route = planned.route
+        family = route.family
+        policy = apply_policy(family, request.thinking, request.generation, route.model_name)
+        params = policy.params
+        system_addenda: list[str] = []
+        if request.tools and request.tool_choice != "none":
+            if route.native_tools:
+                params["tools"] = tools.openai_tools(request.tools)
+                choice = tools.tool_choice_param(request.tool_choice)
+                if choice is not None:
+                    params["tool_choice"] = choice
+            else:
+                system_addenda.append(tools.text_tools_prompt(request.tools))
+        if request.structured is not None:
+            if route.native_response_format:
+                params["response_format"] = structured.response_format_param(request.structured.schema, request.structured.name)
+            system_addenda.append(structured.schema_prompt(request.structured.schema))
+        messages = history.clean(messages)
+        if not route.native_tools:
+            messages = history.flatten_tools(messages)
+        if system_addenda:
+            addendum = "\n\n".join(system_addenda)
+            if messages and messages[0].role == "system":
+                messages = [Message(**{**messages[0].__dict__, "content": f"{messages[0].content}\n\n{addendum}"}), *messages[1:]]
+            else:
+                messages = [Message(role="system", content=addendum), *messages]
+        if route.context_window:
+            reserve = request.generation.max_tokens or min(1024, route.context_window // 4)
+            messages = context.fit(messages, max(route.context_window - reserve, 64), family.tokenizer, request.tools)
+        echo = family.echo_reasoning_with_tools and (bool(request.tools) or any(m.tool_calls for m in messages))
+        if policy.extra_body:
+            params["extra_body"] = policy.extra_body
+        stream = streaming or (family.stream_only_when_thinking and policy.thinking_on is True)
+        if stream:
+            params["stream_options"] = {"include_usage": True}
+        mode = effective_mode(family, request.thinking, route.model_name)
+        fmt_override = None
+        if route.entry.think_format or route.entry.implicit_open is not None:
+            fmt_override = ThinkFormat(mode=route.entry.think_format or family.think_format.mode,
+                                       implicit_open=bool(route.entry.implicit_open))
+        timeout = self.settings.request_timeout_s
+        remaining = request_context.remaining_time()  # the caller's gRPC deadline, propagated
+        if remaining is not None:
+            timeout = max(min(timeout, remaining), 0.001)
+        call = ProviderCall(model=route.litellm_model, messages=history.to_provider(messages, echo),
+                            api_base=planned.api_base, api_key=route.api_key, stream=stream, params=params,
+                            timeout_s=timeout)
+        return call, think_format_for(family, mode, fmt_override)
+
+    # -- the run loop ----------------------------------------------------------------------------
+    async def _run(self, request: ChatRequest, plan: list[_Planned], streaming: bool) -> AsyncIterator[Any]:
+        state = _StreamState()
+        total = Usage()
+        budget = RetryBudget(self.settings.retry)
+        messages = list(request.messages)
+        repairs_left = 0
+        if request.structured is not None:
+            repairs_left = request.structured.max_repairs
+            if repairs_left is None:
+                repairs_left = self.settings.default_max_repairs
+        tool_repairs_left = self.settings.max_tool_repairs
+        route_index = 0
+        last_error: ProviderError | None = None
+        while True:
+            planned = plan[route_index]
+            call, fmt = self._build_call(request, planned, messages, streaming)
+            # Text that may still turn out to be JSON (structured output, text-mode tool calls) is held back.
+            buffer_text = request.structured is not None or (bool(request.tools) and not planned.route.native_tools)
+            attempt = 1
+            outcome: _CallOutcome | None = None
+            while outcome is None:
+                try:
+                    outcome = _CallOutcome()
+                    async for event in self._one_call(call, fmt, request, outcome, state, buffer_text):
+                        yield event
+                except ProviderError as error:
+                    outcome = None
+                    last_error = error
+                    if state.emitted:
+                        kind = error.kind if error.kind == ErrorKind.INCOMPLETE_STREAM else ErrorKind.STREAM_INTERRUPTED
+                        yield _usage_event(total)
+                        yield FinishEvent(FinishReason.ERROR, call.model, ChatError(
+                            kind, error.message, retryable=error.retryable or kind == ErrorKind.STREAM_INTERRUPTED,
+                            partial_text="".join(state.sent_text), http_status=error.status))
+                        return
+                    delay = budget.next_delay(error, attempt)
+                    if delay is None:
+                        break
+                    logger.info("retrying %s after %s (attempt %d, wait %.2fs)", call.model, error.kind.value, attempt, delay,
+                                extra={"model": call.model, "attempt": attempt, "delay_s": round(delay, 3)})
+                    await self._sleep(delay)
+                    attempt += 1
+            if outcome is None:
+                if route_index + 1 < len(plan):
+                    route_index += 1
+                    logger.info("falling back from %s to %s", call.model, plan[route_index].route.litellm_model)
+                    continue
+                assert last_error is not None
+                yield _usage_event(total)
+                yield FinishEvent(FinishReason.ERROR, call.model, ChatError(
+                    last_error.kind, last_error.message, retryable=last_error.retryable, http_status=last_error.status))
+                return
+            total.add(self._usage_of(outcome, call, planned.route))
+            # -- tool calls ---------------------------------------------------------------------
+            calls = outcome.tool_calls
+            if request.tools and not planned.route.native_tools and not calls:
+                calls = tools.parse_text_tool_calls(outcome.text, request.tools)
+            if calls:
+                problems = {c.id: p for c in calls if (p := tools.validate_call(c, request.tools)) is not None}
+                if problems and tool_repairs_left > 0 and not state.sent_text:
+                    tool_repairs_left -= 1
+                    messages = messages + tools.feedback_messages(calls, problems, planned.route.native_tools)
+                    continue
+                for tool_call in calls:
+                    yield ToolCallEvent(tool_call)
+                yield _usage_event(total)
+                yield FinishEvent(FinishReason.TOOL_CALLS, call.model)
+                return
+            # -- structured output --------------------------------------------------------------
+            if request.structured is not None:
+                value, problem = structured.check(outcome.text, request.structured.schema)
+                if problem is not None:
+                    if repairs_left > 0:
+                        repairs_left -= 1
+                        messages = messages + [Message(role="assistant", content=outcome.text),
+                                               Message(role="user", content=structured.repair_prompt(problem, request.structured.schema))]
+                        continue
+                    yield _usage_event(total)
+                    yield FinishEvent(FinishReason.ERROR, call.model, ChatError(
+                        ErrorKind.INVALID_STRUCTURED_OUTPUT, f"answer does not match the schema {problem}",
+                        partial_text=outcome.text))
+                    return
+                yield TextEvent(json.dumps(value, ensure_ascii=False))
+            elif buffer_text and outcome.text:
+                yield TextEvent(outcome.text)
+            yield _usage_event(total)
+            yield FinishEvent(_FINISH.get(outcome.finish_reason or "stop", FinishReason.STOP), call.model)
+            return
+
+    async def _one_call(self, call: ProviderCall, fmt: ThinkFormat, request: ChatRequest, outcome: _CallOutcome,
+                        state: _StreamState, buffer_text: bool) -> AsyncIterator[Any]:
+        splitter = think.ThinkSplitter(fmt, with_reasoning=True)
+        assembler = tools.ToolCallAssembler()
+        text: list[str] = []
+        reasoning: list[str] = []
+        with_reasoning = request.with_reasoning
+        usage = None
+        finish_reason = None
+
+        def convert(events: list[think.Event]) -> list[Any]:
+            out: list[Any] = []
+            for kind, value in events:
+                if kind == think.TEXT:
+                    text.append(value)
+                    if not buffer_text:
+                        state.sent_text.append(value)
+                        out.append(TextEvent(value))
+                elif kind == think.THINK_DELTA:
+                    reasoning.append(value)
+                    if with_reasoning:
+                        out.append(ThinkDeltaEvent(value))
+                elif with_reasoning:
+                    out.append(_THINK_START if kind == think.THINK_START else ThinkEndEvent(truncated=bool(value)))
+            if out:
+                state.emitted = True
+            return out
+
+        async for chunk in self.provider.stream(call):
+            if chunk.reasoning:
+                for event in convert(splitter.feed_reasoning(chunk.reasoning)):
+                    yield event
+            if chunk.content:
+                for event in convert(splitter.feed_content(chunk.content)):
+                    yield event
+            for delta in chunk.tool_calls:
+                assembler.feed(delta)
+            if chunk.finish_reason:
+                finish_reason = chunk.finish_reason
+            if chunk.usage is not None:
+                usage = chunk.usage  # cumulative producers repeat it: the last one counts, once
+        for event in convert(splitter.finish()):
+            yield event
+        outcome.text = "".join(text)
+        outcome.reasoning = "".join(reasoning)
+        outcome.tool_calls = assembler.calls()
+        outcome.finish_reason = finish_reason
+        outcome.usage = usage
+        outcome.truncated = splitter.reasoning_truncated
+
+    def _usage_of(self, outcome: _CallOutcome, call: ProviderCall, route: Route) -> Usage:
+        usage = outcome.usage
+        if usage is None:  # provider sent none: estimate with the family tokenizer
+            encode, _, _ = context.tokenizer(route.family.tokenizer)
+            prompt = sum(len(encode(str(m.get("content") or ""))) + context.PER_MESSAGE for m in call.messages)
+            usage = Usage(prompt_tokens=prompt, completion_tokens=len(encode(outcome.text + outcome.reasoning)))
+        usage = Usage(usage.prompt_tokens, usage.completion_tokens, usage.reasoning_tokens, usage.cached_tokens, calls=1)
+        usage.cost_usd = self.provider.cost_usd(call.model, usage)
+        return usage
+
+
+def _usage_event(total: Usage) -> UsageEvent:
+    return UsageEvent(Usage(**total.__dict__))

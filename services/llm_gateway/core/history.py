@@ -1,0 +1,85 @@
+"""History hygiene and the OpenAI-shaped messages handed to litellm.
+
+* Think blocks in earlier assistant turns are removed (with the same splitter the gateway streams
+  with), so old reasoning never costs context or confuses the model.
+* `reasoning_content` of earlier assistant turns is dropped, except for families that require it to
+  be echoed back (DeepSeek thinking mode with tool calls): there it goes into the field they expect.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from services.llm_gateway.core import think
+from services.llm_gateway.core.types import Message
+
+ROLES = ("system", "user", "assistant", "tool")
+
+
+def strip_think(text: str) -> str:
+    if "<" not in text:
+        return text
+    return think.split(text, None, think.ThinkFormat(mode=think.TAG)).text
+
+
+def clean(messages: list[Message]) -> list[Message]:
+    out = []
+    for message in messages:
+        if message.role == "assistant" and message.content:
+            content = strip_think(message.content)
+            if content != message.content:
+                message = Message(**{**message.__dict__, "content": content})
+        out.append(message)
+    return out
+
+
+def flatten_tools(messages: list[Message]) -> list[Message]:
+    """For models without native tools: tool-call turns and tool results become plain text turns."""
+    out = []
+    for message in messages:
+        if message.role == "assistant" and message.tool_calls:
+            calls = [{"name": c.name, "arguments": json.loads(c.arguments_json) if _is_json(c.arguments_json) else c.arguments_json}
+                     for c in message.tool_calls]
+            text = json.dumps({"tool_call": calls[0] if len(calls) == 1 else calls}, ensure_ascii=False)
+            out.append(Message(role="assistant", content=(message.content + "\n" if message.content else "") + text))
+        elif message.role == "tool":
+            out.append(Message(role="user", content=f"Result of tool {message.name or message.tool_call_id}: {message.content}"))
+        else:
+            out.append(message)
+    return out
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except json.JSONDecodeError:
+        return False
+    return True
+
+
+def to_provider(messages: list[Message], echo_reasoning: bool) -> list[dict[str, Any]]:
+    """OpenAI chat format; `echo_reasoning` keeps reasoning_content on assistant tool-call turns."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        item: dict[str, Any] = {"role": message.role}
+        if message.parts:
+            item["content"] = [
+                {"type": "text", "text": p["text"]} if "text" in p else {"type": "image_url", "image_url": {"url": p["image_url"]}}
+                for p in message.parts
+            ]
+        else:
+            item["content"] = message.content
+        if message.tool_calls:
+            item["tool_calls"] = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments_json}}
+                                  for c in message.tool_calls]
+            if not message.content:
+                item["content"] = None
+            if echo_reasoning and message.reasoning_content:
+                item["reasoning_content"] = message.reasoning_content
+        if message.role == "tool":
+            item["tool_call_id"] = message.tool_call_id
+            if message.name:
+                item["name"] = message.name
+        out.append(item)
+    return out

@@ -1,0 +1,59 @@
+"""Fixtures: one scripted OpenAI-compatible server per test, litellm imported once per session."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from services.common.settings import Config
+from services.llm_gateway.adapters.litellm_provider import LitellmProvider, load_litellm
+from services.llm_gateway.core.gateway import LlmGateway
+from services.llm_gateway.core.registry import ModelRegistry
+from services.llm_gateway.core.settings import GatewaySettings
+from tests.support.openai_server import ScriptedOpenAIServer
+
+os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
+
+
+@pytest.fixture(scope="session")
+def litellm_module():
+    return load_litellm()
+
+
+@pytest.fixture
+def scripted() -> Iterator[ScriptedOpenAIServer]:
+    with ScriptedOpenAIServer() as server:
+        yield server
+
+
+class SleepRecorder:
+    """Injected sleep: records the retry delays instead of waiting them out."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.delays.append(seconds)
+
+
+@pytest.fixture
+def sleeps() -> SleepRecorder:
+    return SleepRecorder()
+
+
+@pytest.fixture
+def make_gateway(litellm_module, sleeps):
+    def build(models: dict[str, Any], **section: Any) -> LlmGateway:
+        raw = {"models": models, "embedded": {"enabled": False}, **section}
+        settings = GatewaySettings.from_section(Config().with_overrides({"gateway": raw}).section("gateway"))
+        registry = ModelRegistry(settings.models, settings.factories, env={})
+        return LlmGateway(registry, LitellmProvider(), settings, embedded=None, sleep=sleeps)
+
+    return build
+
+
+async def collect(gateway: LlmGateway, request) -> list[Any]:
+    return [event async for event in await gateway.chat_stream(request)]
