@@ -1,6 +1,5 @@
 """Begin → LLM → Message through the real llm_gateway (litellm) and a scripted OpenAI-compatible
-server: the orchestrator talks gRPC to the gateway, the gateway talks HTTP to the "provider".
-Needs the llm_gateway service (skipped only when its package is absent from the tree)."""
+server: the orchestrator talks gRPC to the gateway, the gateway talks HTTP to the "provider"."""
 
 from __future__ import annotations
 
@@ -14,11 +13,11 @@ from services.common.auth import TokenAuthenticator
 from services.common.bootstrap import start_server
 from services.common.settings import Config
 from services.common.structs import from_struct, to_struct
+from services.llm_gateway import app as gateway_app
 from services.orchestrator.adapters.memory import InMemoryRunStore
+from tests.support import openai_server
 from tests.orchestrator.support.harness import dsl
 
-gateway_app = pytest.importorskip("services.llm_gateway.app", reason="the llm_gateway service is not in this tree")
-openai_server = pytest.importorskip("tests.support.openai_server", reason="the scripted OpenAI server is not in this tree")
 
 AUTH = [("authorization", "Bearer t1")]
 os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
