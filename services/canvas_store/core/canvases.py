@@ -23,7 +23,6 @@ logger = logging.getLogger(__name__)
 
 LATEST = "latest"
 PUBLISHED = "published"
-_CONFLICT_RETRIES = 3
 
 
 @dataclass
@@ -121,26 +120,28 @@ class CanvasService:
                 raise InvalidArgumentError.for_field("canvas.dsl", "is required when update_mask names dsl")
             validate_dsl(data.dsl, field="canvas.dsl", max_bytes=self._max_dsl_bytes)
             change = DslChange(dsl=data.dsl, content_hash=content_hash(data.dsl), author_id=caller.user_id)
-        for attempt in range(_CONFLICT_RETRIES):
-            current = self._load(caller, canvas_id, Action.EDIT)
+        def prepare(current: Canvas) -> tuple[dict[str, Any], DslChange | None]:
+            """The rules, run by the repository inside the write transaction on the locked row."""
+            authorize(caller, Action.EDIT, canvas_target(current))
             if "permission" in changes and changes["permission"] is not current.permission:
                 authorize(caller, Action.MANAGE, canvas_target(current))
             if data.etag and data.etag != current.etag:
                 raise AbortedError(f"canvas {canvas_id!r} has changed since etag {data.etag!r} was read; re-read and retry",
                                    reason="ETAG_MISMATCH")
-            if validate_only:
-                preview = Canvas(**{**current.__dict__, **changes})
-                if change is not None:
-                    preview.dsl = change.dsl
-                return preview
-            try:
-                return self._canvases.update_canvas(current, data.etag or current.etag, changes, change)
-            except AbortedError:
-                # Without a client etag the caller asked for "set these fields", which cannot lose
-                # anyone's update; retry on a fresh read. With an etag the conflict is the caller's.
-                if data.etag or attempt == _CONFLICT_RETRIES - 1:
-                    raise
-        raise AssertionError("unreachable")
+            return changes, change
+
+        validation.resource_id(canvas_id, "id")
+        if validate_only:
+            current = self._load(caller, canvas_id, Action.EDIT)
+            prepare(current)
+            preview = Canvas(**{**current.__dict__, **changes})
+            if change is not None:
+                preview.dsl = change.dsl
+            return preview
+        updated = self._canvases.update_canvas_locked(canvas_id, prepare)
+        if updated is None:
+            raise NotFoundError(f"canvas {canvas_id!r} not found", resource_type="canvas", resource_name=canvas_id)
+        return updated
 
     def delete(self, caller: Caller, canvas_id: str, etag: str = "") -> None:
         current = self._load(caller, canvas_id, Action.MANAGE, with_dsl=False)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
@@ -24,8 +25,19 @@ from services.common.errors import AbortedError, AlreadyExistsError
 
 logger = logging.getLogger(__name__)
 
+Prepare = Callable[[Canvas], tuple[dict[str, Any], DslChange | None]]
+
 _SUMMARY_COLUMNS = [c for c in canvases.c if c.name not in ("dsl", "title_key", "revision_counter")]
 _REVISION_SUMMARY = [c for c in revisions.c if c.name != "dsl"]
+
+# Hot-path statements are built once: SQLAlchemy then skips coercion and cache-key work per call.
+_GET_FULL = sa.select(canvases).where(canvases.c.id == sa.bindparam("b_id"))
+_GET_SUMMARY = sa.select(*_SUMMARY_COLUMNS).where(canvases.c.id == sa.bindparam("b_id"))
+_GET_FULL_LOCKED = _GET_FULL.with_for_update()
+_COUNTER = sa.select(canvases.c.revision_counter).where(canvases.c.id == sa.bindparam("b_id"))
+_HEAD_HASH = sa.select(revisions.c.content_hash).where(revisions.c.id == sa.bindparam("b_id"))
+_CONDITIONAL_UPDATE = sa.update(canvases).where(canvases.c.id == sa.bindparam("b_id"),
+                                                canvases.c.etag == sa.bindparam("b_etag"))
 
 
 def canvas_from_row(row: Any) -> Canvas:
@@ -58,9 +70,8 @@ class CanvasRepository:
     # ---- reads -----------------------------------------------------------------------------------
 
     def get_canvas(self, canvas_id: str, *, with_dsl: bool = True) -> Canvas | None:
-        columns = list(canvases.c) if with_dsl else _SUMMARY_COLUMNS
         with self._db.read() as conn:
-            row = conn.execute(sa.select(*columns).where(canvases.c.id == canvas_id)).first()
+            row = conn.execute(_GET_FULL if with_dsl else _GET_SUMMARY, {"b_id": canvas_id}).first()
         return canvas_from_row(row) if row else None
 
     def find_idempotent(self, tenant_id: str, scope: str, request_id: str) -> str | None:
@@ -170,7 +181,26 @@ class CanvasRepository:
 
     def update_canvas(self, current: Canvas, expected_etag: str, changes: dict[str, Any],
                       change: DslChange | None) -> Canvas:
-        """Apply `changes` (column -> value) and an optional DSL change if the etag still matches."""
+        """Apply `changes` (attribute -> value) and an optional DSL change if the etag still matches."""
+        with self._db.write() as conn:
+            return self._apply(conn, current, expected_etag, changes, change)
+
+    def update_canvas_locked(self, canvas_id: str, prepare: Prepare) -> Canvas | None:
+        """Read the canvas with its row locked, let `prepare` (the core's rules) decide the change, apply it.
+
+        One transaction: the row cannot change between the policy check and the write. `prepare` returns
+        (changes, dsl_change) or raises. Returns None when the canvas does not exist.
+        """
+        with self._db.write() as conn:
+            row = conn.execute(_GET_FULL if conn.dialect.name == "sqlite" else _GET_FULL_LOCKED, {"b_id": canvas_id}).first()
+            if row is None:
+                return None
+            current = canvas_from_row(row)
+            changes, change = prepare(current)
+            return self._apply(conn, current, current.etag, changes, change)
+
+    def _apply(self, conn: Connection, current: Canvas, expected_etag: str, changes: dict[str, Any],
+               change: DslChange | None) -> Canvas:
         now = now_ms()
         values = {key: value.value if isinstance(value, enum.Enum) else value for key, value in changes.items()}
         etag = new_etag()
@@ -178,32 +208,29 @@ class CanvasRepository:
         if "title" in values:
             values["title_key"] = values["title"].lower()
         new_revision_id = ""
-        with self._db.write() as conn:
-            if "title" in values and values["title_key"] != current.title.lower():
-                probe = Canvas(**{**current.__dict__, "title": values["title"]})
-                self._check_title_free(conn, probe, exclude_id=current.id)
-            if change is not None:
-                values["dsl"] = change.dsl
-                head_hash = conn.execute(sa.select(revisions.c.content_hash).where(
-                    revisions.c.id == current.head_revision_id)).scalar()
-                if change.force_new_revision or head_hash != change.content_hash:
-                    new_revision_id = new_id()
-                    values["head_revision_id"] = new_revision_id
-                    values["revision_counter"] = canvases.c.revision_counter + 1
-            result = conn.execute(sa.update(canvases).where(
-                canvases.c.id == current.id, canvases.c.etag == expected_etag).values(**values))
-            if result.rowcount != 1:
-                raise AbortedError(f"canvas {current.id!r} was changed concurrently (stale etag); re-read and retry",
-                                   reason="ETAG_MISMATCH")
-            if "tags" in values:
-                self._write_tags(conn, current.id, values["tags"], replace=True)
-            if new_revision_id and change is not None:
-                seq = conn.execute(sa.select(canvases.c.revision_counter).where(canvases.c.id == current.id)).scalar_one()
-                conn.execute(sa.insert(revisions).values(
-                    id=new_revision_id, canvas_id=current.id, tenant_id=current.tenant_id, seq=seq,
-                    content_hash=change.content_hash, dsl=change.dsl, released=False, author_id=change.author_id,
-                    description=change.description, create_time=now))
-                self._prune(conn, current.id, new_revision_id, current.published_revision_id)
+        if "title" in values and values["title_key"] != current.title.lower():
+            probe = Canvas(**{**current.__dict__, "title": values["title"]})
+            self._check_title_free(conn, probe, exclude_id=current.id)
+        if change is not None:
+            values["dsl"] = change.dsl
+            head_hash = conn.execute(_HEAD_HASH, {"b_id": current.head_revision_id}).scalar()
+            if change.force_new_revision or head_hash != change.content_hash:
+                new_revision_id = new_id()
+                values["head_revision_id"] = new_revision_id
+                values["revision_counter"] = current_counter = conn.execute(
+                    _COUNTER, {"b_id": current.id}).scalar_one() + 1
+        result = conn.execute(_CONDITIONAL_UPDATE, {"b_id": current.id, "b_etag": expected_etag, **values})
+        if result.rowcount != 1:
+            raise AbortedError(f"canvas {current.id!r} was changed concurrently (stale etag); re-read and retry",
+                               reason="ETAG_MISMATCH")
+        if "tags" in values:
+            self._write_tags(conn, current.id, values["tags"], replace=True)
+        if new_revision_id and change is not None:
+            conn.execute(sa.insert(revisions).values(
+                id=new_revision_id, canvas_id=current.id, tenant_id=current.tenant_id, seq=current_counter,
+                content_hash=change.content_hash, dsl=change.dsl, released=False, author_id=change.author_id,
+                description=change.description, create_time=now))
+            self._prune(conn, current.id, new_revision_id, current.published_revision_id)
         updated = Canvas(**{**current.__dict__})
         for key, value in changes.items():
             setattr(updated, key, value)

@@ -31,6 +31,17 @@ _FACT_COLUMNS = [runs.c.id, runs.c.tenant_id, runs.c.creator_id, runs.c.status, 
                  runs.c.cancel_requested]
 _SUMMARY = [c for c in runs.c if c.name != "spec"]
 
+# Hot-path statements are built once (commits and event polls run many times per run).
+_FACTS = sa.select(*_FACT_COLUMNS).where(runs.c.id == sa.bindparam("b_id"))
+_FACTS_LOCKED = _FACTS.with_for_update()
+_FENCED_UPDATE = sa.update(runs).where(runs.c.id == sa.bindparam("b_id"), runs.c.lease_token == sa.bindparam("b_token"))
+_INSERT_STEPS = sa.insert(run_steps)
+_INSERT_EVENTS = sa.insert(run_events)
+_STATUS = sa.select(runs.c.status).where(runs.c.id == sa.bindparam("b_id"))
+_EVENTS_AFTER = (sa.select(run_events).where(run_events.c.run_id == sa.bindparam("b_id"),
+                                             run_events.c.seq > sa.bindparam("b_after"))
+                 .order_by(run_events.c.seq).limit(sa.bindparam("b_limit")))
+
 
 def run_from_row(row: Any) -> RunRecord:
     m = row._mapping
@@ -188,17 +199,16 @@ class RunRepository:
                 values["error"] = commit.error
             if commit.usage is not None:
                 values["usage"] = commit.usage
-            result = conn.execute(sa.update(runs).where(runs.c.id == commit.run_id,
-                                                        runs.c.lease_token == commit.lease_token).values(**values))
+            result = conn.execute(_FENCED_UPDATE, {"b_id": commit.run_id, "b_token": commit.lease_token, **values})
             if result.rowcount != 1:
                 raise _lease_lost(commit.run_id, commit.lease_token)
             if commit.steps:
-                conn.execute(sa.insert(run_steps), [
+                conn.execute(_INSERT_STEPS, [
                     {"run_id": commit.run_id, "step_index": step_base + offset + 1, "node_id": step.node_id,
                      "attempt": step.attempt, "state": step.state, "create_time": now}
                     for offset, step in enumerate(commit.steps)])
             if commit.events:
-                conn.execute(sa.insert(run_events), [
+                conn.execute(_INSERT_EVENTS, [
                     {"run_id": commit.run_id, "seq": first_seq + offset, "event_type": event.event_type,
                      "payload": event.payload, "terminal": event.terminal, "create_time": now}
                     for offset, event in enumerate(commit.events)])
@@ -215,9 +225,8 @@ class RunRepository:
     def events_since(self, run_id: str, after_seq: int, limit: int) -> tuple[list[StoredEvent], RunStatus | None]:
         """Events with seq > after_seq (at most `limit`) and the run's status read in the same snapshot."""
         with self._db.read() as conn:
-            status = conn.execute(sa.select(runs.c.status).where(runs.c.id == run_id)).scalar()
-            rows = conn.execute(sa.select(run_events).where(run_events.c.run_id == run_id, run_events.c.seq > after_seq)
-                                .order_by(run_events.c.seq).limit(limit)).all()
+            status = conn.execute(_STATUS, {"b_id": run_id}).scalar()
+            rows = conn.execute(_EVENTS_AFTER, {"b_id": run_id, "b_after": after_seq, "b_limit": limit}).all()
         events = [StoredEvent(event_type=r.event_type, payload=bytes(r.payload), terminal=bool(r.terminal), seq=r.seq,
                               run_id=run_id) for r in rows]
         return events, RunStatus(status) if status else None
@@ -225,10 +234,7 @@ class RunRepository:
     # ---- helpers ---------------------------------------------------------------------------------
 
     def _locked_facts(self, conn: Connection, run_id: str, check: Check) -> Any:
-        query = sa.select(*_FACT_COLUMNS).where(runs.c.id == run_id)
-        if conn.dialect.name != "sqlite":
-            query = query.with_for_update()
-        row = conn.execute(query).first()
+        row = conn.execute(_FACTS if conn.dialect.name == "sqlite" else _FACTS_LOCKED, {"b_id": run_id}).first()
         if row is None:
             raise _not_found(run_id)
         check(run_target(row))

@@ -87,11 +87,14 @@ class SessionRepository:
                     state: JsonObject | None) -> Session:
         """Append messages (trimmed to the newest `history_max`), bump the turn count, maybe replace state.
 
-        Fenced by the etag: the row is re-read in the transaction and written with WHERE etag = the value
-        read, so two concurrent turns can never both land; the loser gets ABORTED.
+        The row is locked and re-read in the transaction, so appends without an etag serialise and all land;
+        with an etag, a concurrent turn that got there first makes this one ABORTED.
         """
         with self._db.write() as conn:
-            row = conn.execute(sa.select(sessions).where(sessions.c.id == session_id)).first()
+            query = sa.select(sessions).where(sessions.c.id == session_id)
+            if conn.dialect.name != "sqlite":  # SQLite's write transaction already excludes other writers
+                query = query.with_for_update()
+            row = conn.execute(query).first()
             if row is None:
                 raise NotFoundError(f"session {session_id!r} not found", resource_type="session", resource_name=session_id)
             current = session_from_row(row)
