@@ -74,7 +74,7 @@ def canvas_out(canvas: Canvas) -> pb.Canvas:
         head_revision_id=canvas.head_revision_id, published_revision_id=canvas.published_revision_id,
     )
     if canvas.dsl is not None:
-        message.dsl.CopyFrom(to_struct(canvas.dsl))
+        message.dsl.update(canvas.dsl)  # JSON-clean: no coercion pass needed
     if canvas.create_time_ms:
         message.create_time.CopyFrom(timestamp(canvas.create_time_ms))
         message.update_time.CopyFrom(timestamp(canvas.update_time_ms))
@@ -89,7 +89,7 @@ def revision_out(revision: Revision) -> pb.CanvasRevision:
         description=revision.description,
     )
     if revision.dsl is not None:
-        message.dsl.CopyFrom(to_struct(revision.dsl))
+        message.dsl.update(revision.dsl)  # JSON-clean: no coercion pass needed
     return message
 
 
@@ -99,7 +99,7 @@ def template_out(template: Template) -> pb.CanvasTemplate:
         canvas_type=template.canvas_type, category=_CATEGORY_PB[template.category], avatar=template.avatar,
     )
     if template.dsl is not None:
-        message.dsl.CopyFrom(to_struct(template.dsl))
+        message.dsl.update(template.dsl)  # JSON-clean: no coercion pass needed
     return message
 
 

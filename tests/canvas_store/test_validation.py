@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import grpc
@@ -92,3 +93,35 @@ def test_default_limits():
     assert settings.max_dsl_bytes == 8 * 1024 * 1024
     assert settings.keep_draft_revisions == 20 and settings.session_history_max == 50
     assert settings.database_url == "sqlite:////tmp/ac-defaults/store.db"
+
+
+async def test_default_size_limit_on_every_backend(store, tmp_path):
+    """With the default 8 MiB limit (a second store on the same database), a DSL just under it round-trips
+    and one just over it is rejected."""
+    from agentcanvas.v1 import canvas_store_pb2_grpc
+
+    from services.canvas_store.app import build_definition
+    from services.common.auth import TokenAuthenticator
+    from services.common.bootstrap import start_server
+    from services.common.clients import create_channel
+    from services.common.structs import from_struct
+    from tests.canvas_store.conftest import Client, store_config
+
+    config = store_config(str(tmp_path), store.url, max_dsl_bytes=8 * 1024 * 1024)
+    definition, _app = build_definition(config)
+    other = await start_server(definition, config, authenticator=TokenAuthenticator.from_config(config, env={}))
+    channel = create_channel(f"127.0.0.1:{other.port}")
+    try:
+        client = Client(canvas_store_pb2_grpc.CanvasStoreStub(channel), "t-alice")
+        overhead = len(json.dumps({**MINIMAL_DSL, "blob": ""}, separators=(",", ":")))
+        big = {**MINIMAL_DSL, "blob": "x" * (8 * 1024 * 1024 - overhead - 1024)}
+        created = await client.CreateCanvas(pb.CreateCanvasRequest(canvas=_canvas(uuid.uuid4().hex, to_struct(big))))
+        got = await client.GetCanvas(pb.GetCanvasRequest(id=created.id))
+        assert from_struct(got.dsl) == big
+        too_big = {**MINIMAL_DSL, "blob": "x" * (8 * 1024 * 1024)}
+        error = await expect_code(client.CreateCanvas(pb.CreateCanvasRequest(
+            canvas=_canvas(uuid.uuid4().hex, to_struct(too_big)))), grpc.StatusCode.INVALID_ARGUMENT)
+        assert "canvas.dsl" in error.details() and "8388608" in error.details()
+    finally:
+        await channel.close()
+        await other.stop(0)
