@@ -115,3 +115,41 @@ async def test_visibility_of_team_canvases(store):
     assert await visible(store.bob) == {team.id}  # member
     assert await visible(store.carol) == set()  # same tenant, not a member
     assert await visible(store.mallory) == set()  # other tenant
+
+
+def test_filter_grammar_parses_every_term():
+    from services.canvas_store.core.filters import parse_filter, parse_order_by
+    from services.canvas_store.core.types import Category, Permission
+
+    parsed = parse_filter('title:"say \\"hi\\"" AND tags:any(a, "b c") and tags:all("x") AND tags:y '
+                          'AND category=dataflow AND permission=TEAM AND owner="u@example.com"')
+    assert parsed.title == 'say "hi"'
+    assert parsed.tags_any == (("a", "b c"), ("y",)) and parsed.tags_all == ("x",)
+    assert parsed.category is Category.DATAFLOW and parsed.permission is Permission.TEAM
+    assert parsed.owner == "u@example.com"
+    assert parse_order_by("").fingerprint() == "update_time desc"
+    assert parse_order_by("title").fingerprint() == "title asc"
+    assert parse_order_by("update_time DESC").fingerprint() == "update_time desc"
+
+
+def test_page_token_codec_rejects_foreign_secrets_and_expiry():
+    import pytest as _pytest
+
+    from services.canvas_store.core.page_tokens import PageTokenCodec
+    from services.common.errors import InvalidArgumentError
+
+    codec = PageTokenCodec(b"k1")
+    token = codec.encode("bind", [5, "id"])
+    assert codec.decode(token, "bind") == [5, "id"]
+    with _pytest.raises(InvalidArgumentError):
+        PageTokenCodec(b"k2").decode(token, "bind")
+    with _pytest.raises(InvalidArgumentError):
+        PageTokenCodec(b"k1", ttl_s=-10).decode(PageTokenCodec(b"k1", ttl_s=-10).encode("bind", [1, "x"]), "bind")
+
+
+async def test_title_filter_escapes_like_wildcards(store):
+    tag = uuid.uuid4().hex[:12]
+    literal = await create_canvas(store.alice, title=f"100% sure_{tag}", tags=[tag])
+    await create_canvas(store.alice, title=f"1000 surely {tag}", tags=[tag])
+    found = await store.alice.ListCanvases(pb.ListCanvasesRequest(filter=f'title:"0% sure_" AND tags:"{tag}"'))
+    assert [c.id for c in found.canvases] == [literal.id]

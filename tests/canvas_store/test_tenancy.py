@@ -111,3 +111,36 @@ async def test_runs_belong_to_their_creator_and_tenant(store):
     await expect_code(store.carol.GetRunRecord(pb.GetRunRecordRequest(id=run.id)), NOT_FOUND)
     assert (await store.alice.GetRunRecord(pb.GetRunRecordRequest(id=run.id))).id == run.id  # tenant owner
     assert (await store.service.GetRunRecord(pb.GetRunRecordRequest(id=run.id))).id == run.id  # orchestrator
+
+
+def test_policy_decides_not_found_versus_permission_denied():
+    import pytest as _pytest
+
+    from services.canvas_store.core.policy import Action, Caller, Kind, Target, authorize
+    from services.canvas_store.core.types import Permission, TenantRole
+    from services.common.errors import NotFoundError, PermissionDeniedError
+
+    team = Target(Kind.CANVAS, "acme", "c1", owner_id="alice", permission=Permission.TEAM)
+    private = Target(Kind.CANVAS, "acme", "c2", owner_id="alice", permission=Permission.ME)
+    member = Caller("acme", "bob", role_lookup=lambda: TenantRole.MEMBER)
+    outsider = Caller("acme", "carol", role_lookup=lambda: None)
+    stranger = Caller("evil", "mallory", role_lookup=lambda: TenantRole.OWNER)
+    owner = Caller("acme", "alice", role_lookup=lambda: TenantRole.OWNER)
+    for action in Action:
+        if action in (Action.READ_TENANT, Action.MANAGE_TENANT, Action.READ_RUN, Action.WRITE_RUN):
+            continue
+        with _pytest.raises(NotFoundError):
+            authorize(stranger, action, team)
+        with _pytest.raises(NotFoundError):
+            authorize(outsider, action, team)
+        with _pytest.raises(NotFoundError):
+            authorize(member, action, private)
+        authorize(owner, action, team)
+    for action in (Action.READ, Action.RUN, Action.EDIT):
+        authorize(member, action, team)
+    with _pytest.raises(PermissionDeniedError):
+        authorize(member, Action.MANAGE, team)
+    run = Target(Kind.RUN, "acme", "r1", creator_id="bob")
+    authorize(Caller("ops", "orchestrator", is_service=True), Action.WRITE_RUN, run)
+    with _pytest.raises(NotFoundError):
+        authorize(stranger, Action.READ_RUN, run)

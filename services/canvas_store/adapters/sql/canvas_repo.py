@@ -109,11 +109,7 @@ class CanvasRepository:
             query = query.where(sa.exists().where(canvas_tags.c.canvas_id == canvases.c.id, canvas_tags.c.tag == tag))
         key = canvases.c.update_time if ordering.key == "update_time" else canvases.c.title
         if after is not None:
-            last_key, last_id = after
-            if ordering.descending:
-                query = query.where(sa.or_(key < last_key, sa.and_(key == last_key, canvases.c.id < last_id)))
-            else:
-                query = query.where(sa.or_(key > last_key, sa.and_(key == last_key, canvases.c.id > last_id)))
+            query = query.where(keyset_after(key, canvases.c.id, after, descending=ordering.descending))
         if ordering.descending:
             query = query.order_by(key.desc(), canvases.c.id.desc())
         else:
@@ -315,6 +311,18 @@ class CanvasRepository:
             revisions.c.id.notin_([head_id, published_id or head_id]), revisions.c.id.notin_(pinned)))
         if result.rowcount:
             logger.debug("pruned %d draft revisions of canvas %s", result.rowcount, canvas_id)
+
+
+def keyset_after(key: Any, tiebreak: Any, after: list[Any], *, descending: bool) -> Any:
+    """Rows strictly after (key, tiebreak) in the given order.
+
+    The redundant bound on `key` alone lets every backend use the (tenant, key, id) index as a range; the
+    OR part then only refines the boundary value (a plain OR would make PostgreSQL scan from the start).
+    """
+    last_key, last_id = after
+    if descending:
+        return sa.and_(key <= last_key, sa.or_(key < last_key, tiebreak < last_id))
+    return sa.and_(key >= last_key, sa.or_(key > last_key, tiebreak > last_id))
 
 
 def _escape_like(text: str) -> str:

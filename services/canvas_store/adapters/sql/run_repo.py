@@ -14,6 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from services.canvas_store.adapters.sql.canvas_repo import keyset_after
 from services.canvas_store.adapters.sql.engine import Database
 from services.canvas_store.adapters.sql.models import idempotency_keys, run_events, run_steps, runs
 from services.canvas_store.core.ids import now_ms
@@ -46,7 +47,7 @@ _EVENTS_AFTER = (sa.select(run_events).where(run_events.c.run_id == sa.bindparam
 def run_from_row(row: Any) -> RunRecord:
     m = row._mapping
     lease = None
-    if m["lease_token"]:
+    if m["lease_holder"]:
         lease = RunLease(run_id=m["id"], holder=m["lease_holder"], token=m["lease_token"],
                          expire_time_ms=m["lease_expire_time"], cancel_requested=bool(m["cancel_requested"]))
     return RunRecord(
@@ -123,9 +124,7 @@ class RunRepository:
         if session_id:
             query = query.where(runs.c.session_id == session_id)
         if after is not None:
-            last_time, last_id = after
-            query = query.where(sa.or_(runs.c.create_time > last_time,
-                                       sa.and_(runs.c.create_time == last_time, runs.c.id > last_id)))
+            query = query.where(keyset_after(runs.c.create_time, runs.c.id, after, descending=False))
         query = query.order_by(runs.c.create_time, runs.c.id).limit(limit + 1)
         with self._db.read() as conn:
             return [run_from_row(row) for row in conn.execute(query).all()]

@@ -6,6 +6,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from services.canvas_store.adapters.sql.canvas_repo import keyset_after
 from services.canvas_store.adapters.sql.engine import Database
 from services.canvas_store.adapters.sql.models import canvases, sessions
 from services.canvas_store.core.ids import new_etag, now_ms
@@ -72,9 +73,7 @@ class SessionRepository:
         if end_user_id:
             query = query.where(sessions.c.user_id == end_user_id)
         if after is not None:
-            last_time, last_id = after
-            query = query.where(sa.or_(sessions.c.create_time < last_time,
-                                       sa.and_(sessions.c.create_time == last_time, sessions.c.id < last_id)))
+            query = query.where(keyset_after(sessions.c.create_time, sessions.c.id, after, descending=True))
         query = query.order_by(sessions.c.create_time.desc(), sessions.c.id.desc()).limit(limit + 1)
         with self._db.read() as conn:
             return [session_from_row(row) for row in conn.execute(query).all()]
