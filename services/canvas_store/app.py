@@ -106,10 +106,12 @@ class StoreApp:
                   else self.tenants.page_token_secret())
         tokens = PageTokenCodec(secret, self.settings.page_token_ttl_s)
         self.canvases = CanvasService(self.canvas_repo, self.tenants, tokens, max_dsl_bytes=self.settings.max_dsl_bytes)
-        self.sessions = SessionService(self.canvas_repo, self.session_repo, self.tenants, tokens)
+        self.sessions = SessionService(self.canvas_repo, self.session_repo, self.tenants, tokens,
+                                       max_state_bytes=self.settings.max_dsl_bytes)
         self.runs = RunService(self.run_repo, self.canvas_repo, self.session_repo, tokens,
                                default_ttl_ms=self.settings.default_lease_ttl_ms,
-                               max_ttl_ms=self.settings.max_lease_ttl_ms)
+                               max_ttl_ms=self.settings.max_lease_ttl_ms,
+                               max_spec_bytes=self.settings.max_dsl_bytes + (1 << 20))
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)

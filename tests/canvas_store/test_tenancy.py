@@ -86,6 +86,11 @@ async def test_team_rules_inside_a_tenant(store):
     await expect_code(store.bob.UpdateCanvas(pb.UpdateCanvasRequest(
         canvas=pb.Canvas(id=team.id, permission=pb.CANVAS_PERMISSION_ME, etag=edited.etag),
         update_mask=field_mask_pb2.FieldMask(paths=["permission"]))), grpc.StatusCode.PERMISSION_DENIED)
+    await expect_code(store.bob.PublishCanvas(pb.PublishCanvasRequest(canvas_id=team.id)),
+                      grpc.StatusCode.PERMISSION_DENIED)
+    await expect_code(store.bob.UpdateCanvas(pb.UpdateCanvasRequest(
+        canvas=pb.Canvas(id=team.id, release=True), update_mask=field_mask_pb2.FieldMask(paths=["release"]))),
+        grpc.StatusCode.PERMISSION_DENIED)
     # ME canvases stay invisible to him; carol (not a member) sees neither.
     await expect_code(store.bob.GetCanvas(pb.GetCanvasRequest(id=private.id)), NOT_FOUND)
     await expect_code(store.carol.GetCanvas(pb.GetCanvasRequest(id=team.id)), NOT_FOUND)

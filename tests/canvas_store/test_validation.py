@@ -125,3 +125,24 @@ async def test_default_size_limit_on_every_backend(store, tmp_path):
     finally:
         await channel.close()
         await other.stop(0)
+
+
+async def test_run_and_session_payload_limits(store):
+    canvas = await create_canvas(store.alice)
+    big_spec = pb.RunRecord(canvas_id=canvas.id)
+    big_spec.spec.CopyFrom(to_struct({"blob": "x" * (256 * 1024 + (1 << 20))}))
+    error = await expect_code(store.alice.CreateRunRecord(pb.CreateRunRecordRequest(run=big_spec)),
+                              grpc.StatusCode.INVALID_ARGUMENT)
+    assert "run.spec" in error.details()
+    run = await store.alice.CreateRunRecord(pb.CreateRunRecordRequest(run=pb.RunRecord(canvas_id=canvas.id)))
+    lease = await store.alice.AcquireRunLease(pb.AcquireRunLeaseRequest(run_id=run.id, holder="a"))
+    error = await expect_code(store.alice.CommitRunStep(pb.CommitRunStepRequest(
+        run_id=run.id, lease_token=lease.token,
+        events=[pb.StoredRunEvent(event_type="x", payload=b"y" * ((4 << 20) + 1))])), grpc.StatusCode.INVALID_ARGUMENT)
+    assert "events[0].payload" in error.details()
+    assert (await store.alice.GetRunRecord(pb.GetRunRecordRequest(id=run.id))).last_seq == 0
+    session = await store.alice.CreateSession(pb.CreateSessionRequest(canvas_id=canvas.id))
+    error = await expect_code(store.alice.AppendSessionTurn(pb.AppendSessionTurnRequest(
+        id=session.id, state=to_struct({"blob": "x" * 300_000}))), grpc.StatusCode.INVALID_ARGUMENT)
+    assert "state" in error.details()
+    assert (await store.alice.GetSession(pb.GetSessionRequest(id=session.id))).conversation_turns == 0

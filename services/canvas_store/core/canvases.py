@@ -123,7 +123,8 @@ class CanvasService:
         def prepare(current: Canvas) -> tuple[dict[str, Any], DslChange | None]:
             """The rules, run by the repository inside the write transaction on the locked row."""
             authorize(caller, Action.EDIT, canvas_target(current))
-            if "permission" in changes and changes["permission"] is not current.permission:
+            if ("permission" in changes and changes["permission"] is not current.permission) or (
+                    "release" in changes and changes["release"] != current.release):
                 authorize(caller, Action.MANAGE, canvas_target(current))
             if data.etag and data.etag != current.etag:
                 raise AbortedError(f"canvas {canvas_id!r} has changed since etag {data.etag!r} was read; re-read and retry",
@@ -193,7 +194,7 @@ class CanvasService:
         return self._revision(canvas, revision_id)
 
     def publish(self, caller: Caller, canvas_id: str, revision_id: str, etag: str) -> Revision:
-        canvas = self._load(caller, canvas_id, Action.EDIT, with_dsl=False)
+        canvas = self._load(caller, canvas_id, Action.MANAGE, with_dsl=False)
         if etag and etag != canvas.etag:
             raise AbortedError(f"canvas {canvas_id!r} has changed since etag {etag!r} was read", reason="ETAG_MISMATCH")
         revision = self._revision(canvas, revision_id or LATEST)

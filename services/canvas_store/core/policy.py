@@ -6,7 +6,9 @@ Tenancy model:
   whose id equals the tenant id (RAGFlow's personal tenant) is always an owner too. Owners add members
   with AddTenantMember. Authenticating with a tenant's token alone does not make a user a member.
 - A canvas belongs to (tenant, owner). ME: only the owner sees it. TEAM: members of the tenant may
-  read, run and edit it. Only the owner may delete it or change its permission.
+  read, run and edit it (title, description, avatar, tags, DSL, rollback). Only the owner may delete it,
+  change its permission, or release it (the release flag and PublishCanvas): RAGFlow lets any team member
+  do all of these, which is the mass-assignment weakness we fix.
 - Sessions follow their canvas; deleting a session needs its creator or the canvas owner.
 - Runs belong to the tenant and creator. Service principals (role "service" without on-behalf-of,
   i.e. orchestrator replicas) may act on every tenant's runs so that they can take over expired leases.
@@ -30,7 +32,7 @@ class Action(enum.Enum):
     READ = "read"
     RUN = "run"
     EDIT = "edit"
-    MANAGE = "manage"  # delete a canvas, change its permission
+    MANAGE = "manage"  # delete, change permission or release flag, publish
     DELETE_SESSION = "delete_session"
     READ_TENANT = "read_tenant"
     MANAGE_TENANT = "manage_tenant"
@@ -113,7 +115,7 @@ def authorize(caller: Caller, action: Action, target: Target) -> None:
     if action in (Action.READ, Action.RUN, Action.EDIT):
         return
     if action is Action.MANAGE and not is_owner:
-        raise PermissionDeniedError("only the canvas owner may delete it or change its permission",
+        raise PermissionDeniedError("only the canvas owner may delete, publish or release it, or change its permission",
                                     reason="CANVAS_OWNER_ONLY")
     if action is Action.DELETE_SESSION and not (is_owner or target.creator_id == caller.user_id):
         raise PermissionDeniedError("only the session's creator or the canvas owner may delete it",

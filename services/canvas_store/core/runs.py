@@ -9,6 +9,7 @@ from typing import Any
 
 from services.canvas_store.core import validation
 from services.canvas_store.core.canvases import canvas_target
+from services.canvas_store.core.dsl import canonical_json
 from services.canvas_store.core.ids import new_id
 from services.canvas_store.core.page_tokens import PageTokenCodec
 from services.canvas_store.core.policy import Action, Caller, Kind, Target, authorize
@@ -22,17 +23,19 @@ DEFAULT_EVENTS_PAGE = 500
 MAX_EVENTS_PER_COMMIT = 10_000
 MAX_EVENT_TYPE = 64
 MAX_HOLDER = 255
+MAX_EVENT_PAYLOAD = 4 << 20
 
 
 class RunService:
     def __init__(self, runs: Any, canvases: Any, sessions: Any, tokens: PageTokenCodec, *,
-                 default_ttl_ms: int, max_ttl_ms: int):
+                 default_ttl_ms: int, max_ttl_ms: int, max_spec_bytes: int):
         self._runs = runs
         self._canvases = canvases
         self._sessions = sessions
         self._tokens = tokens
         self._default_ttl = default_ttl_ms
         self._max_ttl = max_ttl_ms
+        self._max_spec_bytes = max_spec_bytes
 
     def create(self, caller: Caller, run: RunRecord, request_id: str) -> RunRecord:
         validation.request_id(request_id)
@@ -54,6 +57,9 @@ class RunService:
                                     resource_name=run.session_id)
             if not caller.is_service:
                 authorize(caller, Action.RUN, found[1])
+        spec_size = len(canonical_json(run.spec or {}))
+        if spec_size > self._max_spec_bytes:
+            raise InvalidArgumentError.for_field("run.spec", f"is {spec_size} bytes; at most {self._max_spec_bytes}")
         record = RunRecord(id=new_id(), tenant_id=caller.tenant_id, creator_id=caller.user_id, canvas_id=run.canvas_id,
                            revision_id=run.revision_id, session_id=run.session_id, spec=run.spec or {})
         return self._runs.create(record, request_id)
@@ -107,6 +113,8 @@ class RunService:
         for index, event in enumerate(commit.events):
             if len(event.event_type) > MAX_EVENT_TYPE:
                 raise InvalidArgumentError.for_field(f"events[{index}].event_type", f"longer than {MAX_EVENT_TYPE}")
+            if len(event.payload) > MAX_EVENT_PAYLOAD:
+                raise InvalidArgumentError.for_field(f"events[{index}].payload", f"larger than {MAX_EVENT_PAYLOAD} bytes")
         for index, step in enumerate(commit.steps):
             if len(step.node_id) > 255:
                 raise InvalidArgumentError.for_field(f"steps[{index}].node_id", "longer than 255 characters")

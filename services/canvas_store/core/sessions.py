@@ -6,6 +6,7 @@ from typing import Any
 
 from services.canvas_store.core import validation
 from services.canvas_store.core.canvases import LATEST, PUBLISHED, canvas_target
+from services.canvas_store.core.dsl import canonical_json
 from services.canvas_store.core.ids import new_id
 from services.canvas_store.core.page_tokens import PageTokenCodec
 from services.canvas_store.core.policy import Action, Caller, Kind, Target, authorize
@@ -16,11 +17,12 @@ MAX_TURN_MESSAGES = 100
 
 
 class SessionService:
-    def __init__(self, canvases: Any, sessions: Any, tenants: Any, tokens: PageTokenCodec):
+    def __init__(self, canvases: Any, sessions: Any, tenants: Any, tokens: PageTokenCodec, *, max_state_bytes: int):
         self._canvases = canvases
         self._sessions = sessions
         self._tenants = tenants
         self._tokens = tokens
+        self._max_state_bytes = max_state_bytes
 
     def create(self, caller: Caller, canvas_id: str, revision_id: str, user_id: str) -> Session:
         validation.resource_id(canvas_id, "canvas_id")
@@ -77,6 +79,9 @@ class SessionService:
         for index, message in enumerate(messages):
             if not isinstance(message.get("role"), str):
                 raise InvalidArgumentError.for_field(f"messages[{index}].role", "is required (user, assistant, ...)")
+        size = len(canonical_json({"messages": messages, "state": state}))
+        if size > self._max_state_bytes:
+            raise InvalidArgumentError.for_field("state", f"turn and state are {size} bytes; at most {self._max_state_bytes}")
         self._load(caller, session_id, Action.RUN, full=False)
         return self._sessions.append_turn(session_id, etag or None, messages, state)
 
