@@ -56,3 +56,14 @@ def test_upgrade_from_previous_revision_keeps_data(backend, tmp_path):
             assert (row.title, row.dsl) == ("Old", {"components": {}})
         finally:
             db.dispose()
+
+
+def test_cli_entry_points_migrate_and_seed(backend, tmp_path):
+    from services.canvas_store.app import migrate, seed_templates
+    from tests.canvas_store.conftest import store_config
+
+    with temporary_database(backend, str(tmp_path)) as url:
+        config = store_config(str(tmp_path), url)
+        assert migrate(config) == HEAD
+        assert seed_templates(config) == 15
+        assert seed_templates(config) == 0  # idempotent
