@@ -221,3 +221,10 @@ async def test_watch_sees_commits_made_through_another_store_process(store, tmp_
     finally:
         await channel.close()
         await other.stop(0)
+
+
+async def test_concurrent_retries_of_one_create_return_one_run(store):
+    canvas = await create_canvas(store.alice)
+    request = pb.CreateRunRecordRequest(run=pb.RunRecord(canvas_id=canvas.id), request_id=f"race-{canvas.id}")
+    results = await asyncio.gather(*(store.alice.CreateRunRecord(request) for _ in range(6)))
+    assert len({r.id for r in results}) == 1

@@ -136,44 +136,53 @@ class CanvasRepository:
     # ---- writes ----------------------------------------------------------------------------------
 
     def create_canvas(self, canvas: Canvas, change: DslChange, request_id: str) -> Canvas:
-        """Insert the canvas, its first revision, tags and idempotency key; a replayed key returns the original."""
-        try:
-            with self._db.write() as conn:
+        """Insert the canvas, its first revision, tags and idempotency key; a replayed key returns the original.
+
+        A unique-key race resolves to the winner (same request_id) or ALREADY_EXISTS (same title); a deadlock
+        victim (MySQL picks one when two inserts wait on each other) retries.
+        """
+        for attempt in range(3):
+            try:
+                return self._create_once(canvas, change, request_id)
+            except AbortedError as error:
                 if request_id:
-                    existing = self._idempotent(conn, canvas.tenant_id, "canvas", request_id)
+                    existing = self.find_idempotent(canvas.tenant_id, "canvas", request_id)
                     if existing:
-                        return self._reload(conn, existing)
-                self._check_title_free(conn, canvas, exclude_id=None)
-                revision_id = new_id()
-                now = now_ms()
-                conn.execute(sa.insert(canvases).values(
-                    id=canvas.id, tenant_id=canvas.tenant_id, owner_id=canvas.owner_id, title=canvas.title,
-                    title_key=canvas.title.lower(), description=canvas.description, avatar=canvas.avatar,
-                    permission=canvas.permission.value, release=canvas.release, category=canvas.category.value,
-                    tags=canvas.tags, dsl=change.dsl, etag=canvas.etag, head_revision_id=revision_id,
-                    published_revision_id="", revision_counter=1, create_time=now, update_time=now))
-                conn.execute(sa.insert(revisions).values(
-                    id=revision_id, canvas_id=canvas.id, tenant_id=canvas.tenant_id, seq=1,
-                    content_hash=change.content_hash, dsl=change.dsl, released=False, author_id=change.author_id,
-                    description=change.description, create_time=now))
-                self._write_tags(conn, canvas.id, canvas.tags, replace=False)
-                if request_id:
-                    conn.execute(sa.insert(idempotency_keys).values(
-                        tenant_id=canvas.tenant_id, scope="canvas", request_id=request_id, resource_id=canvas.id,
-                        create_time=now))
-                canvas.head_revision_id = revision_id
-                canvas.create_time_ms = canvas.update_time_ms = now
-                return canvas
-        except AbortedError as error:
-            # A unique key raced: either the same request_id (return the winner) or the same title.
+                        with self._db.read() as conn:
+                            return self._reload(conn, existing)
+                if isinstance(error.__cause__, exc.IntegrityError):
+                    raise self._title_taken(canvas) from None
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _create_once(self, canvas: Canvas, change: DslChange, request_id: str) -> Canvas:
+        with self._db.write() as conn:
             if request_id:
-                existing = self.find_idempotent(canvas.tenant_id, "canvas", request_id)
+                existing = self._idempotent(conn, canvas.tenant_id, "canvas", request_id)
                 if existing:
-                    with self._db.read() as conn:
-                        return self._reload(conn, existing)
-            if isinstance(error.__cause__, exc.IntegrityError):
-                raise self._title_taken(canvas) from None
-            raise
+                    return self._reload(conn, existing)
+            self._check_title_free(conn, canvas, exclude_id=None)
+            revision_id = new_id()
+            now = now_ms()
+            conn.execute(sa.insert(canvases).values(
+                id=canvas.id, tenant_id=canvas.tenant_id, owner_id=canvas.owner_id, title=canvas.title,
+                title_key=canvas.title.lower(), description=canvas.description, avatar=canvas.avatar,
+                permission=canvas.permission.value, release=canvas.release, category=canvas.category.value,
+                tags=canvas.tags, dsl=change.dsl, etag=canvas.etag, head_revision_id=revision_id,
+                published_revision_id="", revision_counter=1, create_time=now, update_time=now))
+            conn.execute(sa.insert(revisions).values(
+                id=revision_id, canvas_id=canvas.id, tenant_id=canvas.tenant_id, seq=1,
+                content_hash=change.content_hash, dsl=change.dsl, released=False, author_id=change.author_id,
+                description=change.description, create_time=now))
+            self._write_tags(conn, canvas.id, canvas.tags, replace=False)
+            if request_id:
+                conn.execute(sa.insert(idempotency_keys).values(
+                    tenant_id=canvas.tenant_id, scope="canvas", request_id=request_id, resource_id=canvas.id,
+                    create_time=now))
+            canvas.head_revision_id = revision_id
+            canvas.create_time_ms = canvas.update_time_ms = now
+            return canvas
 
     def update_canvas(self, current: Canvas, expected_etag: str, changes: dict[str, Any],
                       change: DslChange | None) -> Canvas:

@@ -80,6 +80,16 @@ class RunRepository:
     # ---- records ---------------------------------------------------------------------------------
 
     def create(self, run: RunRecord, request_id: str) -> RunRecord:
+        """Insert the run; a replayed request_id returns the original, also when two retries race."""
+        for attempt in range(3):
+            try:
+                return self._create_once(run, request_id)
+            except AbortedError:
+                if not request_id or attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _create_once(self, run: RunRecord, request_id: str) -> RunRecord:
         now = now_ms()
         with self._db.write() as conn:
             if request_id:
