@@ -228,3 +228,22 @@ async def test_concurrent_retries_of_one_create_return_one_run(store):
     request = pb.CreateRunRecordRequest(run=pb.RunRecord(canvas_id=canvas.id), request_id=f"race-{canvas.id}")
     results = await asyncio.gather(*(store.alice.CreateRunRecord(request) for _ in range(6)))
     assert len({r.id for r in results}) == 1
+
+
+async def test_watch_of_a_paused_run_ends_when_caught_up(store):
+    run = await _new_run(store)
+    lease = await store.service.AcquireRunLease(pb.AcquireRunLeaseRequest(run_id=run.id, holder="a"))
+    await store.service.CommitRunStep(pb.CommitRunStepRequest(
+        run_id=run.id, lease_token=lease.token, events=_events("user_inputs", "paused", terminal_last=True),
+        status=common_pb2.RUN_STATUS_PAUSED))
+    replay: list[pb.StoredRunEvent] = []
+    await asyncio.wait_for(_collect(store.alice.WatchRunEvents(pb.WatchRunEventsRequest(run_id=run.id)), replay), 10)
+    assert [e.seq for e in replay] == [1, 2]
+    after: list[pb.StoredRunEvent] = []
+    await asyncio.wait_for(_collect(store.alice.WatchRunEvents(pb.WatchRunEventsRequest(run_id=run.id, after_seq=2)),
+                                    after), 10)
+    assert after == []
+    # A paused run can be resumed: commits are still accepted and numbered on.
+    resumed = await store.service.CommitRunStep(pb.CommitRunStepRequest(
+        run_id=run.id, lease_token=lease.token, events=_events("resumed"), status=RUNNING))
+    assert resumed.first_seq == 3

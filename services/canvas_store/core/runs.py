@@ -199,7 +199,7 @@ async def watch_events(fetch: Callable[[int], Awaitable[tuple[list[StoredEvent],
                        notifier: RunNotifier, run_id: str, after_seq: int, poll_interval_s: float,
                        closing: asyncio.Event | None = None) -> AsyncIterator[StoredEvent]:
     """Replay events after `after_seq`, then follow new ones; stop after the terminal event (or when the
-    run is final and fully replayed). When the store shuts down the stream fails with UNAVAILABLE so the
+    run is finished or paused and fully replayed). When the store shuts down the stream fails with UNAVAILABLE so the
     client reattaches (with the last seq it saw) to another replica."""
     cursor = max(0, after_seq)
     while True:
@@ -214,8 +214,8 @@ async def watch_events(fetch: Callable[[int], Awaitable[tuple[list[StoredEvent],
                 return
         if events:
             continue  # a full page may mean more is waiting
-        if status is None or status.is_final:
-            return
+        if status is None or status.is_final or status is RunStatus.PAUSED:
+            return  # caught up with a run that will not produce more events (until it is resumed)
         try:
             await asyncio.wait_for(wake.wait(), poll_interval_s)
         except TimeoutError:
