@@ -247,3 +247,25 @@ async def test_watch_of_a_paused_run_ends_when_caught_up(store):
     resumed = await store.service.CommitRunStep(pb.CommitRunStepRequest(
         run_id=run.id, lease_token=lease.token, events=_events("resumed"), status=RUNNING))
     assert resumed.first_seq == 3
+
+
+async def test_open_watch_ends_with_unavailable_when_the_store_drains(store, tmp_path):
+    config = store_config(str(tmp_path), store.url)
+    definition, _app = build_definition(config)
+    other = await start_server(definition, config, authenticator=TokenAuthenticator.from_config(config, env={}))
+    channel = create_channel(f"127.0.0.1:{other.port}")
+    try:
+        reader = Client(canvas_store_pb2_grpc.CanvasStoreStub(channel), "t-alice")
+        run = await _new_run(store)
+        lease = await store.service.AcquireRunLease(pb.AcquireRunLeaseRequest(run_id=run.id, holder="w"))
+        await store.service.CommitRunStep(pb.CommitRunStepRequest(run_id=run.id, lease_token=lease.token,
+                                                                  events=_events("started")))
+        stream = reader.WatchRunEvents(pb.WatchRunEventsRequest(run_id=run.id))
+        first = await asyncio.wait_for(stream.read(), 10)
+        assert first.seq == 1
+        await other.stop(5)
+        error = await expect_code(asyncio.wait_for(stream.read(), 10), grpc.StatusCode.UNAVAILABLE)
+        assert "after_seq" in error.details()
+    finally:
+        await channel.close()
+        await other.stop(0)
