@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
@@ -10,7 +11,7 @@ from services.canvas_store.adapters.sql import engine as sql_engine
 from services.canvas_store.adapters.sql.models import Base, canvases
 from tests.canvas_store.conftest import temporary_database
 
-HEAD = "0002_durable_runs"
+HEAD = "0003_covering_list_indexes"
 
 
 def _tables(db) -> set[str]:
@@ -36,13 +37,14 @@ def test_upgrade_from_empty(backend, tmp_path):
             db.dispose()
 
 
-def test_upgrade_from_previous_revision_keeps_data(backend, tmp_path):
+@pytest.mark.parametrize("start", ["0001_canvases", "0002_durable_runs"])
+def test_upgrade_from_previous_revisions_keeps_data(backend, tmp_path, start):
     with temporary_database(backend, str(tmp_path)) as url:
         db = sql_engine.open_database(url, pool_size=1)
         try:
-            sql_engine.upgrade(db.engine, "0001_canvases")
-            assert sql_engine.current_revision(db.engine) == "0001_canvases"
-            assert "runs" not in _tables(db)
+            sql_engine.upgrade(db.engine, start)
+            assert sql_engine.current_revision(db.engine) == start
+            assert ("runs" in _tables(db)) == (start != "0001_canvases")
             with db.engine.begin() as conn:  # the canvases table is unchanged since 0001
                 conn.execute(sa.insert(canvases).values(
                     id="c" * 32, tenant_id="t", owner_id="u", title="Old", title_key="old", description="", avatar="",
@@ -51,6 +53,9 @@ def test_upgrade_from_previous_revision_keeps_data(backend, tmp_path):
             sql_engine.upgrade(db.engine)
             assert sql_engine.current_revision(db.engine) == HEAD
             assert {"runs", "run_steps", "run_events"} <= _tables(db)
+            indexes = {ix["name"] for ix in sa.inspect(db.engine).get_indexes("canvases")}
+            assert {"ix_canvases_list_update", "ix_canvases_list_title"} <= indexes
+            assert "ix_canvases_tenant_update" not in indexes
             with db.engine.connect() as conn:
                 row = conn.execute(sa.select(canvases.c.title, canvases.c.dsl).where(canvases.c.id == "c" * 32)).one()
             assert (row.title, row.dsl) == ("Old", {"components": {}})

@@ -88,11 +88,17 @@ class CanvasRepository:
 
     def list_canvases(self, *, tenant_id: str, user_id: str, is_member: bool, flt: CanvasFilter,
                       ordering: Ordering, after: list[Any] | None, limit: int) -> list[Canvas]:
-        """Keyset page of visible canvases; returns up to `limit` + 1 rows so the caller knows if more exist."""
+        """Keyset page of visible canvases; returns up to `limit` + 1 rows so the caller knows if more exist.
+
+        On MySQL/MariaDB the page is found as ids first (answered from the covering list index) and the rows
+        are fetched by id afterwards: its optimizer otherwise reads every skipped row in full.
+        """
+        deferred = self._db.backend == "mysql"
         visible = canvases.c.owner_id == user_id
         if is_member:
             visible = sa.or_(visible, canvases.c.permission == Permission.TEAM.value)
-        query = sa.select(*_SUMMARY_COLUMNS).where(canvases.c.tenant_id == tenant_id, visible)
+        query = sa.select(*([canvases.c.id] if deferred else _SUMMARY_COLUMNS)).where(canvases.c.tenant_id == tenant_id,
+                                                                                      visible)
         if flt.title:
             pattern = "%" + _escape_like(flt.title.lower()) + "%"
             query = query.where(canvases.c.title_key.like(pattern, escape="\\"))
@@ -116,6 +122,10 @@ class CanvasRepository:
             query = query.order_by(key.asc(), canvases.c.id.asc())
         with self._db.read() as conn:
             rows = conn.execute(query.limit(limit + 1)).all()
+            if deferred and rows:
+                ids = [row.id for row in rows]
+                by_id = {row.id: row for row in conn.execute(sa.select(*_SUMMARY_COLUMNS).where(canvases.c.id.in_(ids)))}
+                rows = [by_id[canvas_id] for canvas_id in ids if canvas_id in by_id]
         return [canvas_from_row(row) for row in rows]
 
     def get_revision(self, canvas_id: str, revision_id: str) -> Revision | None:

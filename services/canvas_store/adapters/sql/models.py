@@ -78,8 +78,9 @@ class CanvasRow(Base):
 
     __table_args__ = (
         sa.UniqueConstraint("tenant_id", "owner_id", "category", "title_key", name="uq_canvases_owner_title"),
-        sa.Index("ix_canvases_tenant_update", "tenant_id", "update_time", "id"),
-        sa.Index("ix_canvases_tenant_title", "tenant_id", "title", "id"),
+        # Cover the visibility check too, so keyset pages can be found from the index alone (0003).
+        sa.Index("ix_canvases_list_update", "tenant_id", "update_time", "id", "owner_id", "permission"),
+        sa.Index("ix_canvases_list_title", "tenant_id", "title", "id", "owner_id", "permission"),
     )
 
 
