@@ -120,6 +120,7 @@ class CanvasService:
                 raise InvalidArgumentError.for_field("canvas.dsl", "is required when update_mask names dsl")
             validate_dsl(data.dsl, field="canvas.dsl", max_bytes=self._max_dsl_bytes)
             change = DslChange(dsl=data.dsl, content_hash=content_hash(data.dsl), author_id=caller.user_id)
+
         def prepare(current: Canvas) -> tuple[dict[str, Any], DslChange | None]:
             """The rules, run by the repository inside the write transaction on the locked row."""
             authorize(caller, Action.EDIT, canvas_target(current))

@@ -4,7 +4,9 @@ Why synchronous SQLAlchemy on a bounded thread pool rather than SQLAlchemy's asy
 three drivers we support (pysqlite, psycopg 3, PyMySQL) are all mature in sync mode, SQLite has no truly
 asynchronous driver anyway (aiosqlite is a thread per connection), the CLI and migrations call the same
 code without an event loop, and a single conditional UPDATE takes well under a millisecond, so the
-thread hop is cheap. The pool size caps concurrent DB work; the connection pool matches it.
+thread hop is cheap. The pool size caps concurrent DB work; the connection pool matches it, with as many
+again in overflow because a policy check may read tenant membership while its thread holds a write
+transaction.
 
 SQLite specifics: WAL journal, synchronous=NORMAL (durable across process crashes; a power loss may
 drop the last commits), foreign keys on, and write transactions start with BEGIN IMMEDIATE so that two
@@ -86,10 +88,10 @@ def open_database(url: str, *, pool_size: int = 8) -> Database:
         )
         _install_sqlite_hooks(engine)
     elif backend == "postgresql":
-        engine = sa.create_engine(url, pool_size=pool_size, max_overflow=2, pool_pre_ping=True)
+        engine = sa.create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
     elif backend in ("mysql", "mariadb"):
         engine = sa.create_engine(
-            url, pool_size=pool_size, max_overflow=2, pool_pre_ping=True, pool_recycle=3600,
+            url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True, pool_recycle=3600,
             isolation_level="READ COMMITTED",
         )
     else:
