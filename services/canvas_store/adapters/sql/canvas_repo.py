@@ -154,6 +154,14 @@ class CanvasRepository:
         for attempt in range(3):
             try:
                 return self._create_once(canvas, change, request_id)
+            except AlreadyExistsError:
+                # The title check saw a canvas committed after our key lookup: maybe our own twin request's.
+                if request_id:
+                    existing = self.find_idempotent(canvas.tenant_id, "canvas", request_id)
+                    if existing:
+                        with self._db.read() as conn:
+                            return self._reload(conn, existing)
+                raise
             except AbortedError as error:
                 if request_id:
                     existing = self.find_idempotent(canvas.tenant_id, "canvas", request_id)
