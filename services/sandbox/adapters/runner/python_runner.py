@@ -38,7 +38,8 @@ def _read_job(spec):
             if not chunk:
                 break
             chunks.append(chunk)
-        os.close(fd)
+        if fd != 0:
+            os.close(fd)
         return json.loads(b"".join(chunks))
     with open(where, "rb") as handle:
         job = json.loads(handle.read())
@@ -100,8 +101,9 @@ def main():
     write_status = _status_writer(options["status"])
     job = _read_job(options["job"])
     devnull = os.open("/dev/null", os.O_RDONLY)
-    os.dup2(devnull, 0)  # code that reads stdin gets EOF
-    os.close(devnull)
+    if devnull != 0:
+        os.dup2(devnull, 0)  # code that reads stdin gets EOF
+        os.close(devnull)
     _apply_limits(job["limits"])
     sys.path[:0] = [p for p in options["path"] if os.path.isdir(p)]
     os.makedirs(job.get("output_dir", "artifacts"), exist_ok=True)
