@@ -76,7 +76,7 @@ def classify(raw: RawExit, state: _JobState, oom: bool, collected: Collected, jo
         return ExitReason.MEMORY, f"memory limit of {limits.memory_bytes} bytes exceeded (OOM kill)"
     if raw.signal == signal.SIGXCPU:
         return ExitReason.TIMEOUT, f"CPU time limit of {limits.cpu_time_ms} ms exceeded"
-    if error and error.get("type") == "MemoryError":
+    if error and (error.get("memory") is True or error.get("type") == "MemoryError"):
         return ExitReason.MEMORY, "MemoryError: the job could not allocate memory"
     if raw.signal:
         return ExitReason.KILLED, f"killed by signal {raw.signal} ({_signal_name(raw.signal)})"

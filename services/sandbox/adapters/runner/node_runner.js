@@ -31,7 +31,7 @@ function readJob(spec) {
       if (n === 0) break;
       chunks.push(Buffer.from(buffer.subarray(0, n)));
     }
-    fs.closeSync(fd);
+    if (fd !== 0) fs.closeSync(fd);  // stdin stays open at EOF: code that reads it gets nothing
     return JSON.parse(Buffer.concat(chunks).toString('utf8'));
   }
   const job = JSON.parse(fs.readFileSync(where, 'utf8'));

@@ -127,7 +127,8 @@ def main():
         tb = exc.__traceback__.tb_next if exc.__traceback__ else None  # hide this runner's frame
         traceback.print_exception(type(exc), exc, tb)
         sys.stderr.flush()
-        write_status({"ok": False, "error": {"type": type(exc).__name__, "message": str(exc)[:2000]}})
+        error = {"type": type(exc).__name__, "message": str(exc)[:2000], "memory": isinstance(exc, MemoryError)}
+        write_status({"ok": False, "error": error})
         sys.exit(1)
     sys.stdout.flush()
     write_status(record)
