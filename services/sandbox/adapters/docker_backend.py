@@ -33,6 +33,7 @@ from docker.types import Ulimit
 
 from services.common.errors import FailedPreconditionError
 from services.sandbox.adapters.pool import WarmPool
+from services.sandbox.adapters.seccomp import docker_profile
 from services.sandbox.core.artifacts import OUTPUT_DIR_NAME, acceptable_name, mime_type
 from services.sandbox.core.models import LANGUAGE_ALIASES, ArtifactFile, Collected, JobSpec, Limits, RawExit, RuntimeInfo
 from services.sandbox.core.settings import SandboxSettings
@@ -157,6 +158,7 @@ class DockerBackend:
         self._versions: dict[str, str] = {}
         self._live: set[str] = set()
         self._reaper: asyncio.Task[None] | None = None
+        self._seccomp_option = ""
         self._runner_files = {p.name: p.read_bytes() for p in RUNNER_SOURCE.iterdir() if p.suffix in {".py", ".js"} and p.name != "__init__.py"}
 
     @property
@@ -185,6 +187,7 @@ class DockerBackend:
                 f"`python -m services.sandbox.adapters.docker_image --base-url {self.docker.base_url}`") from exc
         except DOCKER_API_ERRORS as exc:
             raise FailedPreconditionError(f"docker sandbox: cannot reach {self.docker.base_url}: {exc}") from exc
+        self._seccomp_option = await self.call(self._seccomp_security_opt)
         await self.reap()
         self._versions = await self.call(self._probe_versions)
         for language, size in self.settings.pool.items():
@@ -208,6 +211,26 @@ class DockerBackend:
     def runtimes(self) -> list[RuntimeInfo]:
         return [RuntimeInfo(language, LANGUAGE_ALIASES[language], version, self.name)
                 for language, version in sorted(self._versions.items())]
+
+    def _seccomp_security_opt(self) -> str:
+        """Our seccomp deny-list (no user namespaces, no ptrace, ...) for every container.
+
+        Docker Engine takes the profile inline; podman's compat API takes a path on its own host, so the
+        profile is written under work_root (the podman service runs on this machine). `seccomp: default`
+        keeps the engine's own profile; runsc ignores seccomp profiles and filters in its Sentry.
+        """
+        mode = self.docker.seccomp
+        if mode == "default":
+            return ""
+        profile = json.dumps(docker_profile())
+        components = [str(c.get("Name", "")) for c in self.client.version().get("Components") or []]
+        if mode == "path" or (mode == "auto" and any("podman" in name.lower() for name in components)):
+            path = self.settings.work_root_path / "seccomp-docker.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(profile)
+            os.chmod(path, 0o644)
+            return f"seccomp={path}"
+        return f"seccomp={profile}"
 
     def _probe_versions(self) -> dict[str, str]:
         script = (f"{self.docker.python} -I -S -c 'import platform; print(\"python\", platform.python_version())'; "
@@ -235,7 +258,8 @@ class DockerBackend:
         options: dict[str, Any] = dict(
             network_mode="none", mem_limit=memory, memswap_limit=memory, pids_limit=pids,
             nano_cpus=self.docker.nano_cpus, read_only=True, user=SANDBOX_USER, cap_drop=["ALL"],
-            security_opt=["no-new-privileges"], environment={}, working_dir="/work",
+            security_opt=["no-new-privileges", *([self._seccomp_option] if self._seccomp_option else [])],
+            environment={}, working_dir="/work",
             tmpfs={"/tmp": f"rw,nosuid,nodev,size={self.docker.tmpfs_bytes},mode=1777",
                    "/work": f"rw,nosuid,nodev,size={self.docker.tmpfs_bytes},mode=1777"},
             ulimits=[Ulimit(name="cpu", soft=cpu, hard=cpu + 1), Ulimit(name="fsize", soft=fsize, hard=fsize),

@@ -53,3 +53,18 @@ def build_filter_bpf() -> bytes:
         rules.export_bpf(buffer)
         buffer.seek(0)
         return buffer.read()
+
+
+def docker_profile() -> dict:
+    """The same policy as a Docker/OCI seccomp profile (for the docker backend's containers)."""
+    return {
+        "defaultAction": "SCMP_ACT_ALLOW",
+        "syscalls": [
+            {"names": list(DENIED), "action": "SCMP_ACT_ERRNO", "errnoRet": errno.EPERM},
+            {"names": ["clone"], "action": "SCMP_ACT_ERRNO", "errnoRet": errno.EPERM,
+             "args": [{"index": 0, "value": CLONE_NEWUSER, "valueTwo": CLONE_NEWUSER, "op": "SCMP_CMP_MASKED_EQ"}]},
+            {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": errno.ENOSYS},
+            {"names": ["ioctl"], "action": "SCMP_ACT_ERRNO", "errnoRet": errno.EPERM,
+             "args": [{"index": 1, "value": termios.TIOCSTI, "op": "SCMP_CMP_EQ"}]},
+        ],
+    }

@@ -56,6 +56,8 @@ class DockerSettings:
     """Mount the host's /usr read-only (the registry-free image carries no interpreters)."""
     python: str = "/usr/bin/python3"
     node: str = "/usr/bin/node"
+    seccomp: str = "auto"
+    """auto | inline | path | default: how our seccomp profile reaches the engine (see README)."""
     tmpfs_bytes: int = 64 * MiB
     nano_cpus: int = 1_000_000_000
 
