@@ -11,6 +11,7 @@ from services.common.settings import Config
 from services.sandbox.core.ports import SandboxBackend
 from services.sandbox.core.service import Sandbox
 from services.sandbox.core.settings import SandboxSettings
+from services.sandbox.core.supervisor import drain_teardowns
 from services.sandbox.server import SandboxServicer
 
 logger = logging.getLogger(__name__)
@@ -38,6 +39,7 @@ def build_definition(config: Config, sandbox: Sandbox | None = None) -> ServiceD
         await sandbox.backend.start()
 
     async def stop(grace: float) -> None:
+        await drain_teardowns()
         await sandbox.backend.stop()
 
     return ServiceDefinition(

@@ -142,6 +142,9 @@ class DockerRunningJob:
         if not self._cleaned:
             self._cleaned = True
             await self.backend.discard(self.box)
+            pool = self.backend.pools.get(self.box.language)
+            if pool is not None:
+                pool.replenish()
 
 
 class DockerBackend:

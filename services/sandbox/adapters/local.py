@@ -145,6 +145,9 @@ class LocalRunningJob:
         if self.status_task is not None:
             self.status_task.cancel()
         await self.backend.discard(self.worker)
+        pool = self.backend.pools.get(self.worker.language)
+        if pool is not None:
+            pool.replenish()
 
 
 class LocalBackend:

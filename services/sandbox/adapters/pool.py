@@ -1,6 +1,9 @@
-"""Warm pools of pre-spawned, single-use workers. A worker is handed out once and never comes back;
-the pool refills itself in the background, one spawn at a time, so refills cannot starve running jobs
-of the two cores a small machine has."""
+"""Warm pools of pre-spawned, single-use workers. A worker is handed out once and never comes back.
+
+Refilling happens in the background, one spawn at a time, and starts when the job that took a
+worker has ended (`replenish()`), not when it takes it: a spawn (fork + bwrap + interpreter start)
+costs tens of milliseconds of CPU, and on a two-core machine running it next to the job it was taken
+for would add that to the job's latency. An empty pool never blocks: `take()` then spawns inline."""
 
 from __future__ import annotations
 
@@ -59,7 +62,12 @@ class WarmPool(Generic[W]):
                 await self._discard(worker)
             return await self._spawn()
         finally:
-            self._kick()
+            if not self._ready:
+                self._kick()  # drained: refill now rather than after the job
+
+    def replenish(self) -> None:
+        """Called when a job has ended: top the pool up again."""
+        self._kick()
 
     def _kick(self) -> None:
         if self._closed or self.size == 0:

@@ -176,11 +176,23 @@ async def supervise(
             logger.info("job %s abandoned by its caller; killing it", job.job_id)
         for task in (pump, waiter, watchdog):
             task.cancel()
-        # Shielded: a cancelled caller must not interrupt the kill and the clean-up.
-        await asyncio.shield(asyncio.ensure_future(_teardown(running, job.job_id)))
+        # Its own task: a cancelled caller cannot interrupt the kill and the clean-up, and the caller
+        # gets its end of stream without waiting for cgroups and directories to be removed.
+        teardown = asyncio.ensure_future(_teardown(running, job.job_id))
+        _TEARDOWNS.add(teardown)
+        teardown.add_done_callback(_TEARDOWNS.discard)
+
+
+_TEARDOWNS: set[asyncio.Future[None]] = set()
 
 
 async def _teardown(running: RunningJob, job_id: str) -> None:
     await running.kill()
     await running.cleanup()
     logger.debug("job %s cleaned up", job_id)
+
+
+async def drain_teardowns() -> None:
+    """Waits for every pending job clean-up (service shutdown)."""
+    while _TEARDOWNS:
+        await asyncio.gather(*list(_TEARDOWNS), return_exceptions=True)

@@ -132,6 +132,19 @@ def main():
         sys.exit(1)
     sys.stdout.flush()
     write_status(record)
+    _finish()
+
+
+def _finish():
+    """Skips interpreter finalization (a few ms per job) when nothing could observe the difference:
+    no other threads and no atexit handlers. Otherwise exit normally, so threads are joined."""
+    import atexit
+    import threading
+
+    if threading.active_count() == 1 and atexit._ncallbacks() == 0:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":
