@@ -48,6 +48,7 @@ CONTROL_DIR = "/work/.sbx"
 JOB_DIR = "/work/job"
 PYTHON_PATH_MOUNT = "/opt/agentcanvas/python"
 MAX_STATUS_BYTES = 16 << 20
+KILL_EXEC_TIMEOUT_S = 5.0
 DOCKER_API_ERRORS = (docker.errors.DockerException, OSError)
 
 
@@ -129,8 +130,14 @@ class DockerRunningJob:
         return RawExit(code, 0)
 
     async def kill(self) -> None:
+        """A job still running (timeout, output cap, cancel) gets its whole container killed at once: fast
+        and certain, even when a fork bomb has used up the pids limit. After a normal exit, only the
+        leftover processes are killed, so the status record and artifacts on the tmpfs survive."""
         self._killed_by_us = True
-        await self.backend.kill_job_processes(self.box.container_id)
+        if self._stream_done.is_set():
+            await self.backend.kill_job_processes(self.box.container_id)
+        else:
+            await self.backend.kill_container(self.box.container_id)
 
     async def memory_exceeded(self) -> bool:
         return await self.backend.call(self.backend.oom_kills, self.box.container_id) > 0
@@ -308,18 +315,22 @@ class DockerBackend:
             await self.call(self.api.remove_container, box.container_id, force=True, v=True)
             self._live.discard(box.name)
 
-    async def kill_job_processes(self, container_id: str) -> None:
-        """kill -9 -1 as 65534: every job process dies, PID 1 (and so the tmpfs) survives."""
-        def kill() -> None:
-            try:
-                exec_id = self.api.exec_create(container_id, ["/usr/bin/kill", "-9", "-1"], user=SANDBOX_USER)["Id"]
-                self.api.exec_start(exec_id)
-            except DOCKER_API_ERRORS as exc:  # e.g. the pids limit is exhausted: stop the whole container
-                logger.info("in-container kill failed (%s); killing container %s", exc, container_id[:12])
-                with contextlib.suppress(*DOCKER_API_ERRORS):
-                    self.api.kill(container_id)
+    async def kill_container(self, container_id: str) -> None:
+        with contextlib.suppress(*DOCKER_API_ERRORS):
+            await self.call(self.api.kill, container_id)
 
-        await self.call(kill)
+    async def kill_job_processes(self, container_id: str) -> None:
+        """kill -9 -1 as 65534: every job process dies, PID 1 (and so the tmpfs) survives. If that does
+        not finish promptly (e.g. the pids limit is exhausted), the whole container is killed."""
+        def kill() -> None:
+            exec_id = self.api.exec_create(container_id, ["/usr/bin/kill", "-9", "-1"], user=SANDBOX_USER)["Id"]
+            self.api.exec_start(exec_id)
+
+        try:
+            await asyncio.wait_for(self.call(kill), timeout=KILL_EXEC_TIMEOUT_S)
+        except (asyncio.TimeoutError, *DOCKER_API_ERRORS) as exc:
+            logger.info("in-container kill failed (%r); killing container %s", exc, container_id[:12])
+            await self.kill_container(container_id)
 
     def oom_kills(self, container_id: str) -> int:
         """OOM kills from the container's memory cgroup when the engine runs on this host."""
