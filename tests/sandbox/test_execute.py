@@ -148,7 +148,7 @@ async def test_artifact_caps_names_and_symlinks(sandbox):
     ("nodejs", "process.exit(4)", "EXIT_REASON_ERROR"),
     ("nodejs", "for (;;) {}", "EXIT_REASON_TIMEOUT"),
     ("nodejs", "const a = []; for (;;) a.push(new Array(1e6).fill(1.5));", "EXIT_REASON_MEMORY"),
-    ("nodejs", "for (;;) console.log('y'.repeat(100000));", "EXIT_REASON_OUTPUT_LIMIT"),
+    ("nodejs", "for (;;) console.log('y'.repeat(1000));", "EXIT_REASON_OUTPUT_LIMIT"),
     ("nodejs", "process.kill(process.pid, 'SIGKILL')", "EXIT_REASON_KILLED"),
 ])
 async def test_every_exit_reason(sandbox, language, code, reason):

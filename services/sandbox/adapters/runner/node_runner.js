@@ -62,6 +62,11 @@ function errorRecord(err) {
 }
 
 function main() {
+  // Blocking stdout/stderr: when the reader is slow (a container engine's exec stream), a non-blocking
+  // pipe would make Node queue output in memory without bound instead of waiting.
+  for (const stream of [process.stdout, process.stderr]) {
+    if (stream._handle && typeof stream._handle.setBlocking === 'function') stream._handle.setBlocking(true);
+  }
   const options = parseArgv(process.argv.slice(2));
   const writeStatus = statusWriter(options.status);
   const job = readJob(options.job);
