@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import stat
 import tempfile
 from pathlib import Path
@@ -74,6 +75,7 @@ def sandbox_section(backend: str, work_root: Path, podman_url: str | None, **ove
 def work_root():
     root = Path(tempfile.gettempdir()) / f"agentcanvas-sandbox-test-{os.getpid()}"
     yield root
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="session", params=BACKENDS)
