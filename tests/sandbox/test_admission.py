@@ -71,3 +71,14 @@ async def _collect(call) -> list[sandbox_pb2.ExecEvent]:
     while (event := await call.read()) != grpc.aio.EOF:
         events.append(event)
     return events
+
+
+async def test_static_checks_warn_only_adds_advisory_notes(work_root, tmp_path):
+    section = sandbox_section("local", work_root, None, static_checks="warn", pool={"python": 1, "nodejs": 0})
+    under_test = await start_sandbox("local", base_config(tmp_path, section))
+    try:
+        outcome = await under_test.run("import subprocess\nprint(subprocess.check_output(['id', '-u']).decode().strip())")
+        assert outcome.reason == "EXIT_REASON_OK" and outcome.stdout == "65534\n"  # advisory, never a gate
+        assert "[sandbox advisory] imports subprocess" in outcome.stderr
+    finally:
+        await stop_sandbox(under_test)
