@@ -45,6 +45,8 @@ RUNNER_SOURCE = Path(__file__).parent / "runner"
 RUNNER_MOUNT = "/opt/agentcanvas/runner"
 PYTHON_PATH_MOUNT = "/opt/agentcanvas/python"
 MAX_STATUS_BYTES = 16 << 20
+READY = b"READY\n"
+SPAWN_TIMEOUT_S = 60.0
 READ_CHUNK = 1 << 16
 # sh joins the cgroups named before "--" and execs the rest; no environment, absolute paths only.
 JOIN_CGROUPS = 'unset PWD OLDPWD; for f in "$@"; do if [ "$f" = "--" ]; then break; fi; echo $$ > "$f" || exit 125; shift; done; shift; exec "$@"'
@@ -68,7 +70,7 @@ class LocalWorker:
     process: asyncio.subprocess.Process
     cgroup: JobCgroup
     directory: Path
-    status_fd: int
+    status: "StatusChannel"
 
     def alive(self) -> bool:
         return self.process.returncode is None
@@ -108,6 +110,10 @@ class LocalRunningJob:
         finally:
             for reader in self._readers:
                 reader.cancel()
+            # Keep reading (and dropping) until EOF: asyncio only reports the process as exited once
+            # its pipes are closed, and it stops reading a pipe whose buffer is full.
+            self._readers = [asyncio.create_task(_discard_until_eof(process.stdout)),
+                             asyncio.create_task(_discard_until_eof(process.stderr))]
 
     async def wait(self) -> RawExit:
         code = await self.worker.process.wait()
@@ -321,13 +327,24 @@ class LocalBackend:
         finally:
             os.close(seccomp_read)
             os.close(status_write)
-        return LocalWorker(name, language, rlimits, process, cgroup, directory, status_read)
+        channel = StatusChannel(status_read)
+        worker = LocalWorker(name, language, rlimits, process, cgroup, directory, channel)
+        try:
+            await channel.open()
+            # Ready = the interpreter has started and blocks reading its job; only then is it "warm".
+            await asyncio.wait_for(channel.wait_ready(), timeout=SPAWN_TIMEOUT_S)
+        except (asyncio.TimeoutError, asyncio.IncompleteReadError, OSError) as exc:
+            stderr = b""
+            await self.discard(worker)
+            if process.stderr is not None:
+                stderr = await process.stderr.read(2000)
+            raise RuntimeError(f"sandbox worker did not start: {exc!r} {stderr.decode(errors='replace')}") from exc
+        return worker
 
     async def discard(self, worker: LocalWorker) -> None:
         with contextlib.suppress(ProcessLookupError):
             worker.process.send_signal(signal.SIGKILL)
-        with contextlib.suppress(OSError):
-            os.close(worker.status_fd)
+        worker.status.close()
         await worker.process.wait()
         removed = await asyncio.to_thread(self._remove_worker_files, worker.cgroup, worker.directory)
         if removed:
@@ -350,7 +367,7 @@ class LocalBackend:
         running = LocalRunningJob(worker, self)
         try:
             worker.cgroup.set_limits(job.limits.memory_bytes, job.limits.pids, self.settings.cpu_quota_cores)
-            running.status_task = asyncio.create_task(_read_fd(worker.status_fd))
+            running.status_task = asyncio.create_task(worker.status.read_rest())
             payload = json.dumps({
                 "code": job.code, "arguments": job.arguments, "mode": job.mode.value,
                 "limits": {"cpu_time_ms": job.limits.cpu_time_ms, "file_size_bytes": job.limits.file_size_bytes,
@@ -399,18 +416,42 @@ class LocalBackend:
             await self.reap()
 
 
-async def _read_fd(fd: int) -> bytes:
-    """Reads a pipe to EOF (or the cap) without blocking the event loop."""
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=MAX_STATUS_BYTES)
-    protocol = asyncio.StreamReaderProtocol(reader)
-    transport, _ = await loop.connect_read_pipe(lambda: protocol, os.fdopen(os.dup(fd), "rb", buffering=0))
-    chunks: list[bytes] = []
-    total = 0
-    try:
-        while total < MAX_STATUS_BYTES and (chunk := await reader.read(READ_CHUNK)):
+async def _discard_until_eof(stream: asyncio.StreamReader) -> None:
+    while await stream.read(READ_CHUNK):
+        pass
+
+
+class StatusChannel:
+    """The host end of the runner's status pipe: first READY, later one JSON status record."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd: int | None = fd
+        self._reader = asyncio.StreamReader(limit=MAX_STATUS_BYTES)
+        self._transport: asyncio.BaseTransport | None = None
+
+    async def open(self) -> None:
+        fd, self._fd = self._fd, None
+        assert fd is not None
+        loop = asyncio.get_running_loop()
+        protocol = asyncio.StreamReaderProtocol(self._reader)
+        self._transport, _ = await loop.connect_read_pipe(lambda: protocol, os.fdopen(fd, "rb", buffering=0))
+
+    async def wait_ready(self) -> None:
+        if await self._reader.readexactly(len(READY)) != READY:
+            raise OSError("unexpected first bytes on the status channel")
+
+    async def read_rest(self) -> bytes:
+        """Everything up to EOF (all writers gone) or the cap."""
+        chunks: list[bytes] = []
+        total = 0
+        while total < MAX_STATUS_BYTES and (chunk := await self._reader.read(READ_CHUNK)):
             chunks.append(chunk)
             total += len(chunk)
         return b"".join(chunks)
-    finally:
-        transport.close()
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        if self._transport is not None:
+            self._transport.close()

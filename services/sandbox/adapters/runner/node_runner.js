@@ -42,6 +42,7 @@ function readJob(spec) {
 function statusWriter(spec) {
   const [kind, where] = [spec.slice(0, spec.indexOf(':')), spec.slice(spec.indexOf(':') + 1)];
   const fd = kind === 'fd' ? Number(where) : fs.openSync(where, 'w', 0o600);
+  if (kind === 'fd') fs.writeSync(fd, 'READY\n');  // the pool's signal that this runtime is up and waiting
   let written = false;
   return (record) => {
     if (written) return;

@@ -51,6 +51,7 @@ def _status_writer(spec):
     kind, _, where = spec.partition(":")
     if kind == "fd":
         fd = int(where)
+        os.write(fd, b"READY\n")  # the pool's signal that this interpreter is up and waiting
     else:
         fd = os.open(where, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.set_inheritable(fd, False)  # children of the job do not get the channel
