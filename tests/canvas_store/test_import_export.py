@@ -9,13 +9,13 @@ import pytest
 from agentcanvas.v1 import canvas_store_pb2 as pb
 
 from services.canvas_store.app import bundled_templates
-from services.canvas_store.core.dsl import export_document, import_fields, split_import
-from services.canvas_store.core.types import Category
-from services.common.structs import from_struct, to_struct
+from services.cli.files import export_document, from_canvas_message, load_document, to_canvas_message
+from services.common.structs import from_struct
 from tests.canvas_store.conftest import unique_title
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "ragflow_dsl"
 FILES = sorted(CORPUS.glob("*/*.json"))
+INGESTION = {"advanced_ingestion_pipeline", "chunk_summary", "compiler", "title_chunker"}
 
 
 def test_bundled_templates_are_byte_identical_copies():
@@ -32,33 +32,25 @@ def test_corpus_is_present():
 
 
 @pytest.mark.parametrize("path", FILES, ids=[f"{p.parent.name}/{p.stem}" for p in FILES])
-async def test_round_trip(store, path):
-    original = json.loads(path.read_text())
-    dsl, metadata = split_import(original)
-    fields = import_fields(metadata)
-    canvas = pb.Canvas(title=unique_title(fields["title"] or path.stem), description=fields["description"],
-                       avatar=fields["avatar"])
-    canvas.dsl.CopyFrom(to_struct(dsl))
-    created = await store.alice.CreateCanvas(pb.CreateCanvasRequest(canvas=canvas))
+async def test_round_trip(store, path, tmp_path):
+    """`canvas import` then `canvas export` then import again: an equal canvas, for both file shapes."""
+    document = load_document(path)
+    created = await store.alice.CreateCanvas(
+        pb.CreateCanvasRequest(canvas=to_canvas_message(document, unique_title(document.title)))
+    )
     got = await store.alice.GetCanvas(pb.GetCanvasRequest(id=created.id))
-    assert from_struct(got.dsl) == dsl
-    expected_category = Category.DATAFLOW if path.stem in {"advanced_ingestion_pipeline", "chunk_summary", "compiler",
-                                                           "title_chunker"} else Category.AGENT
-    assert got.category == (pb.CANVAS_CATEGORY_DATAFLOW if expected_category is Category.DATAFLOW
-                            else pb.CANVAS_CATEGORY_AGENT)
-    # Export to a file and import it again: an equal canvas.
-    exported = json.dumps(export_document(
-        canvas_id=got.id, title=got.title, description=got.description, avatar=got.avatar, category=expected_category,
-        tags=list(got.tags), dsl=from_struct(got.dsl)), ensure_ascii=False)
-    again_dsl, again_meta = split_import(json.loads(exported))
-    assert again_dsl == dsl
-    again_fields = import_fields(again_meta)
-    assert (again_fields["title"], again_fields["description"], again_fields["avatar"]) == (
-        got.title, got.description, got.avatar)
-    reimport = pb.Canvas(title=unique_title("reimport"))
-    reimport.dsl.CopyFrom(to_struct(again_dsl))
-    second = await store.alice.CreateCanvas(pb.CreateCanvasRequest(canvas=reimport))
-    assert from_struct((await store.alice.GetCanvas(pb.GetCanvasRequest(id=second.id))).dsl) == dsl
+    raw = json.loads(path.read_text())
+    assert from_struct(got.dsl) == (raw["dsl"] if "dsl" in raw else raw)
+    assert got.category == (pb.CANVAS_CATEGORY_DATAFLOW if path.stem in INGESTION else pb.CANVAS_CATEGORY_AGENT)
+
+    exported = tmp_path / "exported.json"
+    exported.write_text(json.dumps(export_document(from_canvas_message(got)), ensure_ascii=False))
+    again = load_document(exported)
+    second = await store.alice.CreateCanvas(pb.CreateCanvasRequest(canvas=to_canvas_message(again, unique_title("re"))))
+    reread = await store.alice.GetCanvas(pb.GetCanvasRequest(id=second.id))
+    assert from_struct(reread.dsl) == from_struct(got.dsl)
+    assert (reread.description, reread.avatar, reread.category, list(reread.tags), reread.permission) == (
+        got.description, got.avatar, got.category, list(got.tags), got.permission)
 
 
 async def test_templates_are_seeded_and_listed(store):

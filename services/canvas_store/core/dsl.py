@@ -89,30 +89,3 @@ def template_from_file(stem: str, document: Any) -> Template:
         avatar=str(metadata.get("avatar") or ""),
         dsl=dsl,
     )
-
-
-def import_fields(metadata: JsonObject) -> JsonObject:
-    """Canvas fields carried by a RAGFlow wrapper: title (English if i18n), description, avatar, category."""
-    title = _i18n(metadata.get("title"))
-    description = _i18n(metadata.get("description"))
-    return {
-        "title": title.get("en") or next(iter(title.values()), ""),
-        "description": description.get("en") or next(iter(description.values()), ""),
-        "avatar": str(metadata.get("avatar") or ""),
-        "canvas_category": metadata.get("canvas_category"),
-    }
-
-
-def export_document(*, canvas_id: str, title: str, description: str, avatar: str, category: Category,
-                    tags: list[str], dsl: JsonObject) -> JsonObject:
-    """A canvas in RAGFlow's template-wrapper shape; split_import() of it yields the same DSL and fields."""
-    return {
-        "id": canvas_id,
-        "title": title,
-        "description": description,
-        "canvas_type": "",
-        "canvas_category": "dataflow_canvas" if category is Category.DATAFLOW else "agent_canvas",
-        "tags": list(tags),
-        "avatar": avatar,
-        "dsl": dsl,
-    }
