@@ -67,7 +67,8 @@ async def test_network_egress_is_blocked_everywhere(sandbox, canary, listener):
     grpc_port = sandbox.running.port
     targets = [["127.0.0.1", port], ["127.0.0.1", grpc_port], [_host_ip(), port], [_host_ip(), grpc_port],
                ["1.1.1.1", 80], ["8.8.8.8", 53], ["169.254.169.254", 80], ["10.0.0.1", 443]]
-    outcome = await sandbox.run(NETWORK_PROBE, arguments={"targets": targets, "names": ["example.com", "localhost.localdomain", "kubernetes.default.svc"]})
+    outcome = await sandbox.run(NETWORK_PROBE, wall_time_ms=30_000,
+                                arguments={"targets": targets, "names": ["example.com", "localhost.localdomain", "kubernetes.default.svc"]})
     assert outcome.reason == "EXIT_REASON_OK", outcome.stderr
     assert outcome.result == {"connect": ["blocked"] * len(targets), "dns": ["blocked"] * 3}
     assert connections == []
@@ -89,7 +90,7 @@ function tryConnect(host) {{
 }}
 async function main() {{ return [await tryConnect('127.0.0.1'), await tryConnect('{_host_ip()}')]; }}
 """
-    outcome = await sandbox.run(code, "nodejs")
+    outcome = await sandbox.run(code, "nodejs", wall_time_ms=30_000)
     assert outcome.result == ["blocked", "blocked"] and connections == []
     await assert_host_unchanged(sandbox, canary, outcome)
 

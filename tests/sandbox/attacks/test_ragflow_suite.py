@@ -37,7 +37,7 @@ function main() {
   });
 }
 """
-    outcome = await sandbox.run(code, "nodejs")
+    outcome = await sandbox.run(code, "nodejs", wall_time_ms=30_000)
     assert outcome.reason == "EXIT_REASON_OK" and str(outcome.result).startswith("blocked"), outcome.result
     await assert_host_unchanged(sandbox, canary, outcome)
 
@@ -52,7 +52,7 @@ async function main() {
   catch (err) { return {axios, fetch: 'blocked'}; }
 }
 """
-    outcome = await sandbox.run(code, "nodejs")
+    outcome = await sandbox.run(code, "nodejs", wall_time_ms=30_000)
     assert outcome.result == {"axios": "MODULE_NOT_FOUND", "fetch": "blocked"}, outcome.stderr
 
 
