@@ -339,6 +339,10 @@ class LocalBackend:
             if process.stderr is not None:
                 stderr = await process.stderr.read(2000)
             raise RuntimeError(f"sandbox worker did not start: {exc!r} {stderr.decode(errors='replace')}") from exc
+        except asyncio.CancelledError:
+            # The caller went away mid-spawn: the half-made worker must not outlive it.
+            await asyncio.shield(asyncio.ensure_future(self.discard(worker)))
+            raise
         return worker
 
     async def discard(self, worker: LocalWorker) -> None:
