@@ -218,6 +218,8 @@ def main():
         'userfaultfd': 'ok' if libc.syscall(323, 0) >= 0 else errno.errorcode.get(ctypes.get_errno(), '?'),
         'io_uring_setup': 'ok' if libc.syscall(425, 1, None) >= 0 else errno.errorcode.get(ctypes.get_errno(), '?'),
         'process_vm_readv': 'ok' if libc.syscall(310, 1, None, 0, None, 0, 0) >= 0 else errno.errorcode.get(ctypes.get_errno(), '?'),
+        'open_by_handle_at': 'ok' if libc.syscall(304, -100, None, 0) >= 0 else errno.errorcode.get(ctypes.get_errno(), '?'),
+        'tiocsti': 'ok' if libc.ioctl(1, 0x5412, ctypes.c_char_p(b'x')) == 0 else errno.errorcode.get(ctypes.get_errno(), '?'),
         'uid': os.getuid(),
     }
     return out
@@ -333,3 +335,47 @@ async def test_state_does_not_carry_over_to_the_next_job(sandbox, canary):
         tmp_exists, cwd_exists, _ = probe.stdout.split()
         assert (tmp_exists, cwd_exists) == ("False", "False")
     await assert_host_unchanged(sandbox, canary, first, token)
+
+
+SWAPPER = """
+import os, sys
+target = sys.argv[1]
+while True:
+    with open("artifacts/tmp.txt", "w") as handle:
+        handle.write("benign")
+    os.replace("artifacts/tmp.txt", "artifacts/swap.txt")
+    os.symlink(target, "artifacts/tmp2.txt")
+    os.replace("artifacts/tmp2.txt", "artifacts/swap.txt")
+"""
+
+
+async def test_artifact_symlink_swapped_by_a_background_process_never_reads_host_files(sandbox, canary):
+    code = (
+        "import os, subprocess\n"
+        "os.makedirs('artifacts', exist_ok=True)\n"
+        f"os.symlink({str(canary.public_file)!r}, 'artifacts/leak.txt')\n"
+        f"os.symlink({str(canary.private_file)!r}, 'artifacts/leak2.csv')\n"
+        f"subprocess.Popen(['/usr/bin/python3', '-c', {SWAPPER!r}, {str(canary.public_file)!r}], start_new_session=True)\n"
+        "print('planted')\n"
+    )
+    outcome = await sandbox.run(code)
+    assert outcome.reason == "EXIT_REASON_OK", outcome.stderr
+    names = {a.name for a in outcome.artifacts}
+    assert "leak.txt" not in names and "leak2.csv" not in names
+    for artifact in outcome.artifacts:
+        assert canary.secret.encode() not in artifact.content
+    await assert_host_unchanged(sandbox, canary, outcome)
+
+
+async def test_oversized_arguments_are_invalid_argument(sandbox):
+    import grpc
+    from agentcanvas.v1 import sandbox_pb2
+
+    from services.common.structs import to_struct
+
+    request = sandbox_pb2.ExecuteRequest(language="python", code="def main(blob): return len(blob)",
+                                         arguments=to_struct({"blob": "x" * (1536 << 10)}))
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        async for _ in sandbox.stub.Execute(request, metadata=METADATA):
+            pass
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "arguments" in caught.value.details()
