@@ -170,6 +170,7 @@ class DockerBackend:
         self._reaper: asyncio.Task[None] | None = None
         self._seccomp_option = ""
         self._background: set[asyncio.Future[None]] = set()
+        self._creating: set[asyncio.Future[str]] = set()
         self._runner_files = {p.name: p.read_bytes() for p in RUNNER_SOURCE.iterdir() if p.suffix in {".py", ".js"} and p.name != "__init__.py"}
 
     @property
@@ -216,6 +217,11 @@ class DockerBackend:
             self._reaper.cancel()
         for pool in self.pools.values():
             await pool.close()
+        # Containers still being created when their spawn was cancelled are removed once they exist.
+        await asyncio.gather(*list(self._creating), return_exceptions=True)
+        await asyncio.sleep(0)  # let their done-callbacks schedule the removals
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
         await self.reap()
         self.executor.shutdown(wait=False, cancel_futures=True)
 
@@ -304,6 +310,8 @@ class DockerBackend:
             return container.id
 
         creating = asyncio.ensure_future(self.call(create))
+        self._creating.add(creating)
+        creating.add_done_callback(self._creating.discard)
         try:
             container_id = await asyncio.shield(creating)
         except DOCKER_API_ERRORS as exc:
