@@ -376,8 +376,9 @@ class LocalBackend:
         worker.status.close()
         await worker.process.wait()
         removed = await asyncio.to_thread(self._remove_worker_files, worker.cgroup, worker.directory)
-        if removed:
-            self._live.discard(worker.name)
+        if not removed:
+            logger.warning("worker %s: cgroup still busy; the reaper will remove it", worker.name)
+        self._live.discard(worker.name)  # no longer live either way: the periodic reaper retries
 
     @staticmethod
     def _remove_worker_files(cgroup: JobCgroup, directory: Path) -> bool:
