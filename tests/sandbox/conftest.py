@@ -61,7 +61,7 @@ def sandbox_section(backend: str, work_root: Path, podman_url: str | None, **ove
         "max_concurrent": 4,
         "max_queue": 16,
         "work_root": str(work_root),
-        "defaults": {"wall_time_ms": 4000, "cpu_time_ms": 4000, "memory_bytes": 128 << 20, "pids": 64,
+        "defaults": {"wall_time_ms": 15_000, "cpu_time_ms": 15_000, "memory_bytes": 128 << 20, "pids": 64,
                      "output_bytes": 64 << 10, "file_size_bytes": 4 << 20, "open_files": 128},
         "reap_interval_s": 3600,
     }

@@ -152,7 +152,8 @@ async def test_artifact_caps_names_and_symlinks(sandbox):
     ("nodejs", "process.kill(process.pid, 'SIGKILL')", "EXIT_REASON_KILLED"),
 ])
 async def test_every_exit_reason(sandbox, language, code, reason):
-    outcome = await sandbox.run(code, language, wall_time_ms=3000)
+    # Only the timeout cases need a short wall clock; the others end on their own long before 20 s.
+    outcome = await sandbox.run(code, language, wall_time_ms=3000 if reason == "EXIT_REASON_TIMEOUT" else 20_000)
     assert outcome.reason == reason, (outcome.exit, outcome.stderr[-2000:])
     if reason == "EXIT_REASON_OUTPUT_LIMIT":
         assert outcome.exit.output_truncated

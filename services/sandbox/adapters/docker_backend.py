@@ -169,6 +169,8 @@ class DockerBackend:
         self._live: set[str] = set()
         self._reaper: asyncio.Task[None] | None = None
         self._seccomp_option = ""
+        self._background: set[asyncio.Future[None]] = set()
+        self._creating: set[asyncio.Future[str]] = set()
         self._runner_files = {p.name: p.read_bytes() for p in RUNNER_SOURCE.iterdir() if p.suffix in {".py", ".js"} and p.name != "__init__.py"}
 
     @property
@@ -215,6 +217,11 @@ class DockerBackend:
             self._reaper.cancel()
         for pool in self.pools.values():
             await pool.close()
+        # Containers still being created when their spawn was cancelled are removed once they exist.
+        await asyncio.gather(*list(self._creating), return_exceptions=True)
+        await asyncio.sleep(0)  # let their done-callbacks schedule the removals
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
         await self.reap()
         self.executor.shutdown(wait=False, cancel_futures=True)
 
@@ -302,12 +309,28 @@ class DockerBackend:
             )
             return container.id
 
+        creating = asyncio.ensure_future(self.call(create))
+        self._creating.add(creating)
+        creating.add_done_callback(self._creating.discard)
         try:
-            container_id = await self.call(create)
+            container_id = await asyncio.shield(creating)
         except DOCKER_API_ERRORS as exc:
             self._live.discard(name)
             raise RuntimeError(f"could not start a sandbox container: {exc}") from exc
+        except asyncio.CancelledError:
+            # The caller went away while the engine was still creating it: remove it once it exists.
+            creating.add_done_callback(lambda done: self._forget_created(done, name, language, key))
+            raise
         return WarmContainer(name, container_id, language, key)
+
+    def _forget_created(self, done: asyncio.Future[str], name: str, language: str,
+                        key: tuple[int, int, tuple[int, int, int]]) -> None:
+        if done.cancelled() or done.exception() is not None:
+            self._live.discard(name)
+            return
+        removal = asyncio.ensure_future(self.discard(WarmContainer(name, done.result(), language, key)))
+        self._background.add(removal)
+        removal.add_done_callback(self._background.discard)
 
     async def discard(self, box: WarmContainer) -> None:
         box.alive_flag = False

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from services.common.errors import FailedPreconditionError
 from services.sandbox.adapters.artifact_files import read_output_dir
+from services.sandbox.adapters import font_cache
 from services.sandbox.adapters.cgroups import CgroupLayout, CgroupUnavailableError, JobCgroup, owner_alive
 from services.sandbox.adapters.pool import WarmPool
 from services.sandbox.adapters.seccomp import build_filter_bpf
@@ -166,6 +167,9 @@ class LocalBackend:
         self.work_root = settings.work_root_path
         self.jobs_dir = self.work_root / "jobs"
         self.runner_dir = self.work_root / "runner"
+        self.cache_dir = self.work_root / "cache"
+        self._font_cache: Path | None = None
+        self._font_cache_task: asyncio.Task[None] | None = None
         self.layout: CgroupLayout | None = None
         self.pools: dict[str, WarmPool[LocalWorker]] = {}
         self._versions: dict[str, str] = {}
@@ -198,16 +202,33 @@ class LocalBackend:
                 self.pools[language] = pool
                 pool.start()
         self._reaper = asyncio.create_task(self._reap_forever())
+        if "python" in self._versions and any((Path(p) / "matplotlib").is_dir() for p in self._python_paths):
+            self._font_cache_task = asyncio.create_task(self._build_font_cache())
         logger.info("local sandbox ready: cgroup v%d, runtimes %s", self.layout.version, self._versions)
 
     async def stop(self) -> None:
         if self._reaper is not None:
             self._reaper.cancel()
+        if self._font_cache_task is not None and not self._font_cache_task.done():
+            self._font_cache_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._font_cache_task
         for pool in self.pools.values():
             await pool.close()
+        if self._font_cache is not None:
+            shutil.rmtree(self._font_cache, ignore_errors=True)
+
+    async def _build_font_cache(self) -> None:
+        limits = Limits(wall_time_ms=120_000, cpu_time_ms=120_000, memory_bytes=512 << 20, pids=64,
+                        output_bytes=1 << 20, file_size_bytes=64 << 20, open_files=256)
+        target = self.cache_dir / f"sbx-{os.getpid()}-matplotlib"
+        try:
+            self._font_cache = await font_cache.build_font_cache(self, target, limits)
+        except (OSError, RuntimeError, ValueError) as exc:
+            logger.warning("matplotlib font cache not built: %s", exc)
 
     def _prepare_dirs(self) -> None:
-        for directory in (self.work_root, self.jobs_dir):
+        for directory in (self.work_root, self.jobs_dir, self.cache_dir):
             directory.mkdir(parents=True, exist_ok=True)
             os.chmod(directory, 0o711)  # uid 65534 may pass through, not list
         if not _traversable_by_others(self.jobs_dir, readable=False):
@@ -285,8 +306,12 @@ class LocalBackend:
             bwrap += ["--ro-bind", path, target]
             mounted_paths.append(target)
         if language == "python":
+            cache = []
+            if self._font_cache is not None:
+                bwrap += ["--ro-bind", str(self._font_cache), font_cache.MOUNT]
+                cache = ["--mplcache", font_cache.MOUNT]
             program = [self.settings.python, "-I", "-S", "-B", "-u", f"{RUNNER_MOUNT}/python_runner.py",
-                       "--job", "fd:0", "--status", f"fd:{status_fd}", "--path", *mounted_paths]
+                       "--job", "fd:0", "--status", f"fd:{status_fd}", *cache, "--path", *mounted_paths]
         else:
             heap_mb = max(64, self.settings.caps.memory_bytes >> 20)  # above any cgroup limit: the cgroup OOM-kills first
             program = [self.settings.node, f"--max-old-space-size={heap_mb}", f"{RUNNER_MOUNT}/node_runner.js",
@@ -339,6 +364,10 @@ class LocalBackend:
             if process.stderr is not None:
                 stderr = await process.stderr.read(2000)
             raise RuntimeError(f"sandbox worker did not start: {exc!r} {stderr.decode(errors='replace')}") from exc
+        except asyncio.CancelledError:
+            # The caller went away mid-spawn: the half-made worker must not outlive it.
+            await asyncio.shield(asyncio.ensure_future(self.discard(worker)))
+            raise
         return worker
 
     async def discard(self, worker: LocalWorker) -> None:
@@ -347,8 +376,9 @@ class LocalBackend:
         worker.status.close()
         await worker.process.wait()
         removed = await asyncio.to_thread(self._remove_worker_files, worker.cgroup, worker.directory)
-        if removed:
-            self._live.discard(worker.name)
+        if not removed:
+            logger.warning("worker %s: cgroup still busy; the reaper will remove it", worker.name)
+        self._live.discard(worker.name)  # no longer live either way: the periodic reaper retries
 
     @staticmethod
     def _remove_worker_files(cgroup: JobCgroup, directory: Path) -> bool:
@@ -395,20 +425,29 @@ class LocalBackend:
         assert self.layout is not None
         removed = 0
         for name in self.layout.children():
-            if name in self._live or (owner_alive(name) and name.split("-")[1] != str(os.getpid())):
-                continue
-            if self.layout.attach(name).remove(attempts=5):
+            if self._stale(name) and self.layout.attach(name).remove(attempts=5):
                 removed += 1
-        if self.jobs_dir.is_dir():
-            for entry in self.jobs_dir.iterdir():
-                name = entry.name
-                if name in self._live or (owner_alive(name) and name.split("-")[1] != str(os.getpid())):
-                    continue
+        for entry in self._entries(self.jobs_dir):
+            if self._stale(entry.name):
+                shutil.rmtree(entry, ignore_errors=True)
+                removed += 1
+        for entry in self._entries(self.cache_dir):
+            if not owner_alive(entry.name):  # caches live as long as their server
                 shutil.rmtree(entry, ignore_errors=True)
                 removed += 1
         if removed:
             logger.info("sandbox reaper removed %d stale cgroups/directories", removed)
         return removed
+
+    def _stale(self, name: str) -> bool:
+        """Not a live worker of ours, and not a worker of another live server."""
+        if name in self._live:
+            return False
+        return not owner_alive(name) or name.split("-")[1] == str(os.getpid())
+
+    @staticmethod
+    def _entries(directory: Path) -> list[Path]:
+        return list(directory.iterdir()) if directory.is_dir() else []
 
     async def _reap_forever(self) -> None:
         while True:

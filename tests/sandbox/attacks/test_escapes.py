@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import secrets
 import socket
 import subprocess
@@ -67,7 +66,8 @@ async def test_network_egress_is_blocked_everywhere(sandbox, canary, listener):
     grpc_port = sandbox.running.port
     targets = [["127.0.0.1", port], ["127.0.0.1", grpc_port], [_host_ip(), port], [_host_ip(), grpc_port],
                ["1.1.1.1", 80], ["8.8.8.8", 53], ["169.254.169.254", 80], ["10.0.0.1", 443]]
-    outcome = await sandbox.run(NETWORK_PROBE, arguments={"targets": targets, "names": ["example.com", "localhost.localdomain", "kubernetes.default.svc"]})
+    outcome = await sandbox.run(NETWORK_PROBE, wall_time_ms=30_000,
+                                arguments={"targets": targets, "names": ["example.com", "localhost.localdomain", "kubernetes.default.svc"]})
     assert outcome.reason == "EXIT_REASON_OK", outcome.stderr
     assert outcome.result == {"connect": ["blocked"] * len(targets), "dns": ["blocked"] * 3}
     assert connections == []
@@ -89,7 +89,7 @@ function tryConnect(host) {{
 }}
 async function main() {{ return [await tryConnect('127.0.0.1'), await tryConnect('{_host_ip()}')]; }}
 """
-    outcome = await sandbox.run(code, "nodejs")
+    outcome = await sandbox.run(code, "nodejs", wall_time_ms=30_000)
     assert outcome.result == ["blocked", "blocked"] and connections == []
     await assert_host_unchanged(sandbox, canary, outcome)
 
@@ -218,6 +218,8 @@ def main():
         'userfaultfd': 'ok' if libc.syscall(323, 0) >= 0 else errno.errorcode.get(ctypes.get_errno(), '?'),
         'io_uring_setup': 'ok' if libc.syscall(425, 1, None) >= 0 else errno.errorcode.get(ctypes.get_errno(), '?'),
         'process_vm_readv': 'ok' if libc.syscall(310, 1, None, 0, None, 0, 0) >= 0 else errno.errorcode.get(ctypes.get_errno(), '?'),
+        'open_by_handle_at': 'ok' if libc.syscall(304, -100, None, 0) >= 0 else errno.errorcode.get(ctypes.get_errno(), '?'),
+        'tiocsti': 'ok' if libc.ioctl(1, 0x5412, ctypes.c_char_p(b'x')) == 0 else errno.errorcode.get(ctypes.get_errno(), '?'),
         'uid': os.getuid(),
     }
     return out
@@ -333,3 +335,47 @@ async def test_state_does_not_carry_over_to_the_next_job(sandbox, canary):
         tmp_exists, cwd_exists, _ = probe.stdout.split()
         assert (tmp_exists, cwd_exists) == ("False", "False")
     await assert_host_unchanged(sandbox, canary, first, token)
+
+
+SWAPPER = """
+import os, sys
+target = sys.argv[1]
+while True:
+    with open("artifacts/tmp.txt", "w") as handle:
+        handle.write("benign")
+    os.replace("artifacts/tmp.txt", "artifacts/swap.txt")
+    os.symlink(target, "artifacts/tmp2.txt")
+    os.replace("artifacts/tmp2.txt", "artifacts/swap.txt")
+"""
+
+
+async def test_artifact_symlink_swapped_by_a_background_process_never_reads_host_files(sandbox, canary):
+    code = (
+        "import os, subprocess\n"
+        "os.makedirs('artifacts', exist_ok=True)\n"
+        f"os.symlink({str(canary.public_file)!r}, 'artifacts/leak.txt')\n"
+        f"os.symlink({str(canary.private_file)!r}, 'artifacts/leak2.csv')\n"
+        f"subprocess.Popen(['/usr/bin/python3', '-c', {SWAPPER!r}, {str(canary.public_file)!r}], start_new_session=True)\n"
+        "print('planted')\n"
+    )
+    outcome = await sandbox.run(code)
+    assert outcome.reason == "EXIT_REASON_OK", outcome.stderr
+    names = {a.name for a in outcome.artifacts}
+    assert "leak.txt" not in names and "leak2.csv" not in names
+    for artifact in outcome.artifacts:
+        assert canary.secret.encode() not in artifact.content
+    await assert_host_unchanged(sandbox, canary, outcome)
+
+
+async def test_oversized_arguments_are_invalid_argument(sandbox):
+    import grpc
+    from agentcanvas.v1 import sandbox_pb2
+
+    from services.common.structs import to_struct
+
+    request = sandbox_pb2.ExecuteRequest(language="python", code="def main(blob): return len(blob)",
+                                         arguments=to_struct({"blob": "x" * (1536 << 10)}))
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        async for _ in sandbox.stub.Execute(request, metadata=METADATA):
+            pass
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "arguments" in caught.value.details()

@@ -37,7 +37,7 @@ function main() {
   });
 }
 """
-    outcome = await sandbox.run(code, "nodejs")
+    outcome = await sandbox.run(code, "nodejs", wall_time_ms=30_000)
     assert outcome.reason == "EXIT_REASON_OK" and str(outcome.result).startswith("blocked"), outcome.result
     await assert_host_unchanged(sandbox, canary, outcome)
 
@@ -52,7 +52,7 @@ async function main() {
   catch (err) { return {axios, fetch: 'blocked'}; }
 }
 """
-    outcome = await sandbox.run(code, "nodejs")
+    outcome = await sandbox.run(code, "nodejs", wall_time_ms=30_000)
     assert outcome.result == {"axios": "MODULE_NOT_FOUND", "fetch": "blocked"}, outcome.stderr
 
 
@@ -87,7 +87,7 @@ async def test_case_14_shutil_rmtree_of_a_host_path_leaves_the_host_alone(sandbo
 async def test_case_17_memory_exhaustion(sandbox, canary):
     small = await sandbox.run("x = ['a' * 1024 * 1024] * 300\nprint(len(x))")  # RAGFlow's case: only 1 MB
     assert small.reason == "EXIT_REASON_OK" and small.stdout == "300\n"
-    real = await sandbox.run("x = [bytearray(1024 * 1024) for _ in range(300)]\nprint('survived')")
+    real = await sandbox.run("x = [bytearray(1024 * 1024) for _ in range(300)]\nprint('survived')", wall_time_ms=20_000)
     assert real.reason == "EXIT_REASON_MEMORY" and "survived" not in real.stdout
     await assert_host_unchanged(sandbox, canary, real)
 

@@ -82,6 +82,17 @@ def _apply_limits(limits):
     lower(resource.RLIMIT_CORE, 0, 0)
 
 
+def _install_font_cache(source):
+    """Copies the prebuilt matplotlib font list into this job's (empty) MPLCONFIGDIR."""
+    target = os.environ.get("MPLCONFIGDIR")
+    if not source or not target or not os.path.isdir(source):
+        return
+    os.makedirs(target, exist_ok=True)
+    for name in os.listdir(source):
+        with open(os.path.join(source, name), "rb") as src, open(os.path.join(target, name), "wb") as dst:
+            dst.write(src.read())
+
+
 def _jsonable_result(value):
     try:
         return json.dumps(value, ensure_ascii=False, allow_nan=False)
@@ -106,6 +117,7 @@ def main():
         os.dup2(devnull, 0)  # code that reads stdin gets EOF
         os.close(devnull)
     _apply_limits(job["limits"])
+    _install_font_cache(options.get("mplcache"))
     sys.path[:0] = [p for p in options["path"] if os.path.isdir(p)]
     os.makedirs(job.get("output_dir", "artifacts"), exist_ok=True)
     mode = job.get("mode", "auto")

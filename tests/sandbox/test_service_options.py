@@ -1,5 +1,6 @@
-"""Capped concurrency with a bounded queue over a real server: the request past the queue gets
-RESOURCE_EXHAUSTED at once; queued requests run when a slot frees up."""
+"""Server options over a real server: capped concurrency with a bounded queue (the request past the
+queue gets RESOURCE_EXHAUSTED at once; queued requests run when a slot frees up), advisory static
+checks, and the prebuilt matplotlib font cache."""
 
 from __future__ import annotations
 
@@ -80,5 +81,18 @@ async def test_static_checks_warn_only_adds_advisory_notes(work_root, tmp_path):
         outcome = await under_test.run("import subprocess\nprint(subprocess.check_output(['id', '-u']).decode().strip())")
         assert outcome.reason == "EXIT_REASON_OK" and outcome.stdout == "65534\n"  # advisory, never a gate
         assert "[sandbox advisory] imports subprocess" in outcome.stderr
+    finally:
+        await stop_sandbox(under_test)
+
+
+async def test_local_python_jobs_get_the_prebuilt_matplotlib_font_cache(work_root, tmp_path):
+    section = sandbox_section("local", work_root, None, pool={"python": 0, "nodejs": 0})
+    under_test = await start_sandbox("local", base_config(tmp_path, section))
+    try:
+        await under_test.backend._font_cache_task
+        outcome = await under_test.run("import os\nprint(sorted(os.listdir(os.environ['MPLCONFIGDIR'])))")
+        assert outcome.stdout.startswith("['fontlist-v") and outcome.reason == "EXIT_REASON_OK", outcome.stderr
+        poison = await under_test.run("import os\nopen('/opt/agentcanvas/mplcache/x.json', 'w')")
+        assert poison.reason == "EXIT_REASON_ERROR" and "Read-only file system" in poison.stderr
     finally:
         await stop_sandbox(under_test)

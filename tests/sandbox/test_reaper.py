@@ -1,0 +1,45 @@
+"""The reaper removes what a dead server left behind (cgroups, job directories, containers) and
+leaves the live server's workers alone."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from services.sandbox.adapters.docker_backend import LABEL, OWNER_LABEL
+
+
+def _dead_pid() -> int:
+    pid = 4_000_000
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return pid
+        pid += 1
+
+
+async def test_reaper_removes_a_dead_servers_leftovers(sandbox):
+    backend = sandbox.backend
+    stale = f"sbx-{_dead_pid()}-deadbeef0001"
+    if sandbox.name == "local":
+        backend.layout.create(stale)
+        (backend.jobs_dir / stale).mkdir()
+        (backend.jobs_dir / stale / "left.txt").write_text("x")
+    else:
+        backend.client.containers.create(backend.docker.image, ["/usr/bin/sleep", "infinity"], name=stale,
+                                         labels={LABEL: "1", OWNER_LABEL: f"{socket.gethostname()}:{stale.split('-')[1]}"})
+    live_before = set(backend._live)
+    removed = await backend.reap()
+    assert removed >= 1
+    if sandbox.name == "local":
+        present = set(backend.layout.children())
+        assert not (backend.jobs_dir / stale).exists()
+    else:
+        present = {n.lstrip("/") for c in backend.api.containers(all=True, filters={"label": LABEL}) for n in c["Names"]}
+    assert stale not in present
+    assert live_before & set(backend._live) <= present  # the live server's workers are untouched
+    for pool in backend.pools.values():
+        await pool.wait_full()
+    outcome = await sandbox.run("print('after reap')")
+    assert outcome.stdout == "after reap\n"
