@@ -15,7 +15,7 @@ log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
 # --- system packages ---------------------------------------------------------------------------
 packages=(bubblewrap build-essential cmake git nodejs npm)
-[ "$WITH_TEST" = 1 ] && packages+=(podman)
+[ "$WITH_TEST" = 1 ] && packages+=(podman runc)
 missing=()
 for pkg in "${packages[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
