@@ -116,6 +116,15 @@ def test_default_is_embedded_and_star_is_the_fallback():
     assert reg.resolve("thing@UnknownFactory").litellm_model == "openai/thing"
 
 
+def test_a_concrete_star_entry_is_also_the_default():
+    reg = registry({"*": {"model": "openai/test-model", "api_base": "http://proxy/v1"}})
+    assert reg.resolve("").litellm_model == "openai/test-model"
+    assert not reg.default.is_embedded
+    assert registry().default.is_embedded
+    explicit = registry({"": {"model": "openai/a", "api_base": "http://a/v1"}, "*": {"model": "openai/b", "api_base": "http://b/v1"}})
+    assert explicit.resolve("").litellm_model == "openai/a"
+
+
 def test_a_factory_without_its_key_gives_way_to_the_star_entry():
     reg = registry({"*": {"model": "openai/gpt-4o-mini", "api_key_env": "OPENAI_API_KEY"}}, env={"OPENAI_API_KEY": "sk-x"})
     assert reg.resolve("qwen-plus@Tongyi-Qianwen").litellm_model == "openai/gpt-4o-mini"

@@ -81,7 +81,7 @@ test("create a canvas in the store and run it through the orchestrator", async (
   const kinds = events.map((e) => e.event);
   assert.equal(kinds[0], "workflow_started");
   assert.equal(kinds.at(-1), "workflow_finished");
-  assert.equal(events.at(-1).workflow_finished.status, "RUN_STATUS_SUCCEEDED");
+  assert.equal(events.at(-1).workflow_finished.status, "RUN_STATUS_SUCCEEDED", JSON.stringify(events.at(-1).workflow_finished.error));
   for (const kind of ["node_started", "node_finished", "message_delta", "message_end"]) {
     assert.ok(kinds.includes(kind), `missing ${kind} in ${kinds.join(",")}`);
   }

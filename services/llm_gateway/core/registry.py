@@ -7,12 +7,13 @@ Resolution of a requested id, first hit wins:
 3. the `*` entry (its `model` may contain "{model}", replaced by the requested name);
 4. otherwise InvalidArgumentError naming the model.
 
-"" falls back to the embedded SmolLM2 model when no default is configured. Keys are resolved at
+"" is the default model: the "" entry, else a `*` entry without "{model}", else the embedded SmolLM2. Keys are resolved at
 request time and never logged, returned or put into error messages.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -149,7 +150,11 @@ class ModelRegistry:
         self._env = os.environ if env is None else env
         self._entries: dict[str, ModelEntry] = {str(k): _entry(str(k), v) for k, v in (models or {}).items()}
         if "" not in self._entries:
-            self._entries[""] = embedded_default()
+            star = self._entries.get("*")
+            # A concrete `*` model is "a configured model", so it is the default too; a templated one
+            # ("{model}") needs a name, and the embedded model stays the default.
+            fixed_star = star is not None and "{model}" not in star.model
+            self._entries[""] = dataclasses.replace(star, llm_id="") if fixed_star else embedded_default()
         self._factories: dict[str, dict[str, Any]] = {}
         for name, raw in (factories or {}).items():
             if canonical_factory(str(name)) not in FACTORIES:
