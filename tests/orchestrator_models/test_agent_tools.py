@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -18,23 +20,29 @@ from services.common.structs import from_struct, to_struct
 from services.llm_gateway import app as gateway_app
 from services.orchestrator.adapters.memory import InMemoryRunStore
 from tests.orchestrator.support.harness import dsl
+from tests.orchestrator_tools.support.sandbox_servicer import start_sandbox
 from tests.support import openai_server
 from tests.support.generic_llm import THINK_PREFIX, generic_reply
 from tests.support.web_apis import start_web_apis
 
 AUTH = [("authorization", "Bearer t1")]
+MCP_SCRIPT = str(Path(__file__).parents[1] / "orchestrator_tools" / "support" / "mcp_server.py")
 os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
 
 
 @pytest.fixture(scope="module")
 async def stack(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("models")
+    sandbox_server, sandbox_address, _ = await start_sandbox()
+    tools_extra = {"code_exec": {"address": sandbox_address, "timeout_s": 30},
+                   "mcp": {"servers": {"local": {"command": sys.executable, "args": [MCP_SCRIPT],
+                                                 "env": {"PYTHONPATH": ":".join(sys.path)}}}}}
     with openai_server.ScriptedOpenAIServer(default=generic_reply) as provider, start_web_apis() as apis:
         base = Config.load(env={"AGENT_CANVAS_DATA_DIR": str(tmp)}).with_overrides({
             "auth": {"embedded": False, "tokens": [{"token": "t1", "tenant": "acme", "user": "alice"}]},
             "gateway": {"embedded": {"enabled": False}, "retry": {"max_attempts": 1},
                         "models": {"": {"model": "openai/test-model", "api_base": provider.base_url, "api_key": "sk-test"}}},
-            "tools": apis.tools_config(),
+            "tools": {**apis.tools_config(), **tools_extra},
         })
         auth = TokenAuthenticator.from_config(base, env={})
         gateway = await start_server(gateway_app.build_definition(base), base, authenticator=auth)
@@ -49,6 +57,7 @@ async def stack(tmp_path_factory):
         await channel.close()
         await orchestrator.stop(0)
         await gateway.stop(0)
+    await sandbox_server.stop(0)
 
 
 async def run(stub, canvas: dict[str, Any], query: str = "solar power") -> list[Any]:
@@ -213,3 +222,31 @@ async def test_unknown_tool_class_and_unconfigured_mcp_are_per_node_validation_e
         await run(stub, canvas)
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "NoSuchTool" in caught.value.details()
+
+
+async def test_mcp_tools_inside_an_agent_over_stdio(stack):
+    stub, provider, _ = stack
+    before = len(provider.chat_bodies)
+    events = await run(stub, agent_canvas([], mcp=[{"mcp_id": "local", "tools": {}}]))
+    assert of(events, "workflow_finished")[0].status == common_pb2.RUN_STATUS_SUCCEEDED
+    bodies = provider.chat_bodies[before:]
+    assert offered_names(bodies[0]) == ["add", "refuse", "shout"]
+    results = {m["name"]: m["content"] for m in bodies[1]["messages"] if m["role"] == "tool"}
+    assert results["add"].strip() == "2"
+    assert "RENEWABLE ENERGY" in results["shout"]
+    assert results["refuse"].startswith("ERROR:")  # the server's tool error goes back to the model
+
+
+async def test_code_exec_artifacts_reach_message_end_downloads(stack):
+    stub, provider, _ = stack
+    script = ("def main():\n"
+              "    open('artifacts/report.csv', 'w').write('a,b\\n1,2\\n')\n"
+              "    return {'result': 'written'}\n")
+    provider.queue(openai_server.Reply(tool_calls=[{"id": "c1", "name": "execute_code",
+                                                    "arguments": json.dumps({"lang": "python", "script": script})}],
+                                       finish_reason="tool_calls"))
+    events = await run(stub, agent_canvas([{"component_name": "CodeExec", "name": "CodeExec", "params": {}}]))
+    assert of(events, "workflow_finished")[0].status == common_pb2.RUN_STATUS_SUCCEEDED
+    end = of(events, "message_end")[0]
+    assert [d.filename for d in end.downloads] == ["report.csv"]
+    assert "attachment://" in end.content  # a link to the artifact is appended to the answer
