@@ -229,3 +229,25 @@ async def test_empty_llm_id_uses_the_default_model(cluster, stub):
     assert _of(events, "workflow_finished")[0].usage.calls > 0
     models = {body.get("model") for body in cluster.model.chat_bodies[before:]}
     assert models == {"generic-default"}, models
+
+
+def test_cli_run_with_the_one_config_file(cluster):
+    """`agent-canvas run --config FILE` honours the file's gateway, tools and addresses sections
+    against the running services."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.e2e.cluster import ROOT
+
+    template = FIXTURES / "templates" / "web_search_assistant.json"
+    before = len(cluster.apis.of("wikipedia"))
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'gen' / 'python'}", "AGENT_CANVAS_TOKEN": TOKEN}
+    done = subprocess.run([sys.executable, "-c", "import sys; from services.cli.main import main; sys.exit(main())",
+                           "run", "--config", str(cluster.config_path), "--remote", str(template), "--query", "wind power",
+                           "--json"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    kinds = [next(iter(k for k in json.loads(line) if k not in ("runId", "sessionId", "seq", "createdAtMs", "traceId")))
+             for line in done.stdout.splitlines() if line.startswith("{")]
+    assert kinds[-1] == "workflowFinished" and "messageEnd" in kinds and "thinkDelta" in kinds
+    assert len(cluster.apis.of("wikipedia")) > before
