@@ -13,7 +13,7 @@ streamed). Prints one JSON line per figure:
 
 `gateway_chats_per_s` drives ChatStream on the same gateway directly: a run makes one model call, so
 the orchestrator can never be faster than that. `--profile FILE` runs the orchestrator under
-py-spy (`py-spy record --format speedscope`) while the concurrency-32 phase runs.
+py-spy (`py-spy record --nonblocking --format raw`, collapsed stacks) while the concurrency-32 phase runs.
 """
 
 from __future__ import annotations
@@ -134,7 +134,8 @@ async def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.e2e")
     parser.add_argument("--runs", type=int, default=400)
     parser.add_argument("--concurrency", default="1,32")
-    parser.add_argument("--profile", default="", help="write a py-spy speedscope profile of the orchestrator here")
+    parser.add_argument("--profile", default="", help="write py-spy collapsed stacks of --profile-service here")
+    parser.add_argument("--profile-service", default="orchestrator", choices=("orchestrator", "llm_gateway", "canvas_store"))
     args = parser.parse_args(argv)
     levels = [int(c) for c in args.concurrency.split(",")]
 
@@ -166,8 +167,8 @@ async def main(argv: list[str] | None = None) -> None:
         await _phase(stub, 20, 4)  # warm-up: imports, connections, litellm caches
         for concurrency in levels:
             if args.profile and concurrency == max(levels) and shutil.which("py-spy"):
-                profiler = subprocess.Popen(["py-spy", "record", "--format", "speedscope", "-o", args.profile, "--pid",
-                                             str(processes["orchestrator"].pid), "--rate", "200"],
+                profiler = subprocess.Popen(["py-spy", "record", "--nonblocking", "--format", "raw", "-o", args.profile, "--pid",
+                                             str(processes[args.profile_service].pid), "--rate", "50"],
                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             runs = args.runs if concurrency > 1 else max(args.runs // 4, 50)
             result = await _phase(stub, runs, concurrency)
