@@ -22,13 +22,13 @@ from agentcanvas.v1 import (
 )
 from google.protobuf import json_format
 
-from services.cli.files import CanvasDocument, export_document, load_document
+from services.cli.files import export_document, from_canvas_message, load_document, to_canvas_message
 from services.cli.render import TerminalView, event_json
 from services.cli.stack import CLI_NAMES, Stack, build_definition, open_stack, spawn_processes, stop_children, wait_for_children
 from services.common.bootstrap import run_service
 from services.common.errors import InvalidArgumentError
 from services.common.settings import Config
-from services.common.structs import from_struct, to_struct
+from services.common.structs import to_struct
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "hello.json"
 
@@ -112,32 +112,6 @@ async def run(config: Config, args: argparse.Namespace) -> int:
     return 0 if final in (common_pb2.RUN_STATUS_SUCCEEDED, common_pb2.RUN_STATUS_PAUSED) else 1
 
 
-def _canvas_message(document: CanvasDocument, title: str | None) -> canvas_store_pb2.Canvas:
-    canvas = canvas_store_pb2.Canvas(
-        title=title or document.title,
-        description=document.description,
-        avatar=document.avatar,
-        tags=document.tags,
-        category=canvas_store_pb2.CanvasCategory.Value(f"CANVAS_CATEGORY_{document.category}"),
-    )
-    if document.permission:
-        canvas.permission = canvas_store_pb2.CanvasPermission.Value(f"CANVAS_PERMISSION_{document.permission.upper()}")
-    canvas.dsl.CopyFrom(to_struct(document.dsl))
-    return canvas
-
-
-def _document_of(canvas: canvas_store_pb2.Canvas) -> CanvasDocument:
-    return CanvasDocument(
-        dsl=from_struct(canvas.dsl),
-        title=canvas.title,
-        description=canvas.description,
-        avatar=canvas.avatar,
-        category=canvas_store_pb2.CanvasCategory.Name(canvas.category).removeprefix("CANVAS_CATEGORY_"),
-        permission=canvas_store_pb2.CanvasPermission.Name(canvas.permission).removeprefix("CANVAS_PERMISSION_"),
-        tags=list(canvas.tags),
-    )
-
-
 async def canvas(config: Config, args: argparse.Namespace) -> int:
     stack: Stack = await open_stack(config, ["canvas_store"], mode=args.mode)
     try:
@@ -146,7 +120,7 @@ async def canvas(config: Config, args: argparse.Namespace) -> int:
         if args.canvas_command == "import":
             for path in args.files:
                 created = await stub.CreateCanvas(
-                    canvas_store_pb2.CreateCanvasRequest(canvas=_canvas_message(load_document(path), args.title)),
+                    canvas_store_pb2.CreateCanvasRequest(canvas=to_canvas_message(load_document(path), args.title)),
                     metadata=metadata,
                 )
                 print(f"{created.id}\t{created.title}")
@@ -168,7 +142,7 @@ async def canvas(config: Config, args: argparse.Namespace) -> int:
             print(json.dumps(shown, indent=2, ensure_ascii=False))
         elif args.canvas_command == "export":
             item = await stub.GetCanvas(canvas_store_pb2.GetCanvasRequest(id=args.id), metadata=metadata)
-            text = json.dumps(export_document(_document_of(item)), indent=2, ensure_ascii=False)
+            text = json.dumps(export_document(from_canvas_message(item)), indent=2, ensure_ascii=False)
             if args.output:
                 args.output.write_text(text + "\n")
             else:

@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from services.common.errors import InvalidArgumentError
+from agentcanvas.v1 import canvas_store_pb2
 
-# Component classes that only exist in ingestion pipelines (RAGFlow's rag.flow package).
-INGESTION_COMPONENTS = {"File", "Parser", "TokenChunker", "TitleChunker", "Splitter", "HierarchicalMerger", "Extractor", "Tokenizer"}
+from services.common.errors import InvalidArgumentError
+from services.common.structs import from_struct, to_struct
+
 
 
 @dataclass
@@ -27,7 +28,8 @@ class CanvasDocument:
     title: str = ""
     description: str = ""
     avatar: str = ""
-    category: str = "AGENT"
+    category: str = ""
+    """AGENT or DATAFLOW when the file says so; "" lets the store detect it from the DSL."""
     permission: str = ""
     tags: list[str] = field(default_factory=list)
 
@@ -38,32 +40,25 @@ def _localised(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def _is_ingestion(dsl: dict[str, Any]) -> bool:
-    components = dsl.get("components")
-    if not isinstance(components, dict):
-        return False
-    names = {((entry or {}).get("obj") or {}).get("component_name") for entry in components.values() if isinstance(entry, dict)}
-    return bool(names & INGESTION_COMPONENTS)
-
-
 def parse_document(raw: Any, *, source: str = "canvas file") -> CanvasDocument:
     """Accept a template wrapper or a bare DSL; raise InvalidArgumentError naming what is wrong."""
     if not isinstance(raw, dict):
         raise InvalidArgumentError.for_field(source, "must hold a JSON object")
     if isinstance(raw.get("dsl"), dict):
         dsl = raw["dsl"]
-        marked_dataflow = str(raw.get("canvas_category") or "").lower().startswith("dataflow")
+        declared = str(raw.get("canvas_category") or "").lower()
+        category = "DATAFLOW" if declared.startswith("dataflow") else "AGENT" if declared.startswith("agent") else ""
         return CanvasDocument(
             dsl=dsl,
             title=_localised(raw.get("title")),
             description=_localised(raw.get("description")),
             avatar=str(raw.get("avatar") or ""),
-            category="DATAFLOW" if marked_dataflow or _is_ingestion(dsl) else "AGENT",
+            category=category,
             permission=str(raw.get("permission") or ""),
             tags=[str(t) for t in raw.get("tags") or []],
         )
     if isinstance(raw.get("components"), dict):
-        return CanvasDocument(dsl=raw, category="DATAFLOW" if _is_ingestion(raw) else "AGENT")
+        return CanvasDocument(dsl=raw)
     raise InvalidArgumentError.for_field(source, "is neither a template wrapper (with 'dsl') nor a DSL (with 'components')")
 
 
@@ -85,8 +80,37 @@ def export_document(document: CanvasDocument) -> dict[str, Any]:
         "title": document.title,
         "description": document.description,
         "avatar": document.avatar,
-        "canvas_category": "dataflow_canvas" if document.category == "DATAFLOW" else "agent_canvas",
+        "canvas_category": {"DATAFLOW": "dataflow_canvas", "AGENT": "agent_canvas"}.get(document.category, ""),
         "permission": document.permission,
         "tags": document.tags,
         "dsl": document.dsl,
     }
+
+
+def to_canvas_message(document: CanvasDocument, title: str | None = None) -> canvas_store_pb2.Canvas:
+    """The Canvas to create from a document (category and permission left unset when not given)."""
+    canvas = canvas_store_pb2.Canvas(
+        title=title or document.title,
+        description=document.description,
+        avatar=document.avatar,
+        tags=document.tags,
+    )
+    if document.category:
+        canvas.category = canvas_store_pb2.CanvasCategory.Value(f"CANVAS_CATEGORY_{document.category}")
+    if document.permission:
+        canvas.permission = canvas_store_pb2.CanvasPermission.Value(f"CANVAS_PERMISSION_{document.permission.upper()}")
+    canvas.dsl.CopyFrom(to_struct(document.dsl))
+    return canvas
+
+
+def from_canvas_message(canvas: canvas_store_pb2.Canvas) -> CanvasDocument:
+    """The document describing a stored canvas, for export."""
+    return CanvasDocument(
+        dsl=from_struct(canvas.dsl),
+        title=canvas.title,
+        description=canvas.description,
+        avatar=canvas.avatar,
+        category=canvas_store_pb2.CanvasCategory.Name(canvas.category).removeprefix("CANVAS_CATEGORY_"),
+        permission=canvas_store_pb2.CanvasPermission.Name(canvas.permission).removeprefix("CANVAS_PERMISSION_"),
+        tags=list(canvas.tags),
+    )

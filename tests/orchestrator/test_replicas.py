@@ -22,6 +22,7 @@ import sqlalchemy as sa
 import yaml
 from agentcanvas.v1 import common_pb2, orchestrator_pb2, orchestrator_pb2_grpc
 
+from services.canvas_store import app as store_app
 from services.common.auth import TokenAuthenticator
 from services.common.bootstrap import start_server
 from services.common.health import wait_until_serving
@@ -30,7 +31,6 @@ from services.common.structs import to_struct
 from tests.orchestrator.support.harness import dsl
 from tests.orchestrator.support.http_server import EchoServer
 
-store_app = pytest.importorskip("services.canvas_store.app", reason="the canvas_store service is not in this tree")
 
 ROOT = Path(__file__).parents[2]
 POSTGRES_URL = os.environ.get("STORE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
@@ -103,9 +103,7 @@ async def cluster(tmp_path, postgres_url):
     config = Config.load(env={"AGENT_CANVAS_DATA_DIR": str(tmp_path)}).with_overrides({
         "auth": {"embedded": False, "tokens": TOKENS},
         "store": {"database_url": postgres_url, "watch_poll_interval_ms": 50, "seed_templates": False}})
-    built = store_app.build_definition(config)
-    definition = built[0] if isinstance(built, tuple) else built
-    store = await start_server(definition, config, authenticator=TokenAuthenticator.from_config(config, env={}))
+    store = await start_server(store_app.build_definition(config), config, authenticator=TokenAuthenticator.from_config(config, env={}))
     nodes = Cluster(tmp_path, store.port)
     yield nodes
     nodes.close()

@@ -1,0 +1,331 @@
+"""Canvas store benchmark: our gRPC service vs raw SQLAlchemy Core on the same database, same run.
+
+    python -m bench.store --db sqlite|postgresql|mariadb [--canvases 100000] [--seconds 3] [--concurrency 8]
+
+Seeds N canvases with bulk inserts into a fresh database (SQLite file in a temp dir; a uniquely named
+database on the local PostgreSQL/MariaDB server, dropped at the end; override the server with
+STORE_BENCH_POSTGRES_URL / STORE_BENCH_MYSQL_URL), starts the store as a separate process
+(`python -m services.canvas_store --config ...`) and measures:
+
+- get / update: ops/s over gRPC (GetCanvas; UpdateCanvas of the description with the etag) and ops/s
+  of the same statements in raw SQLAlchemy Core (SELECT by id; UPDATE ... WHERE id AND etag), both with
+  the same number of concurrent workers (`--concurrency`: in-flight RPCs vs threads), and their ratio.
+- list: p50 latency of ListCanvases (50 per page, update_time desc, paging forward through the
+  100,000 canvases) and of the equivalent raw keyset SELECT.
+- commit: p50 latency of CommitRunStep (one step + two events) over gRPC and through the store's
+  repository in-process (the transaction alone).
+
+Prints one JSON object per line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import secrets
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import grpc
+import sqlalchemy as sa
+import yaml
+from agentcanvas.v1 import canvas_store_pb2 as pb
+from agentcanvas.v1 import canvas_store_pb2_grpc
+from google.protobuf import field_mask_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from services.canvas_store.adapters.sql import engine as sql_engine
+from services.canvas_store.adapters.sql.models import canvases, members, tenants
+from services.canvas_store.adapters.sql.run_repo import RunRepository
+from services.canvas_store.core.policy import Target
+from services.canvas_store.core.types import RunCommit, RunRecord, RunStep, StoredEvent
+from services.common.clients import create_channel
+
+TENANT, USER, TOKEN = "bench", "bench-user", "bench-token-" + secrets.token_hex(8)
+POSTGRES_URL = os.environ.get("STORE_BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+MYSQL_URL = os.environ.get("STORE_BENCH_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/")
+DSL = {
+    "components": {
+        "begin": {"obj": {"component_name": "Begin", "params": {"prologue": "Hi! How can I help?"}},
+                  "downstream": ["llm:0"], "upstream": []},
+        "llm:0": {"obj": {"component_name": "LLM", "params": {"llm_id": "", "sys_prompt": "Answer briefly.",
+                                                             "temperature": 0.1, "max_tokens": 512}},
+                  "downstream": ["message:0"], "upstream": ["begin"]},
+        "message:0": {"obj": {"component_name": "Message", "params": {"content": ["{llm:0@content}"]}},
+                      "downstream": [], "upstream": ["llm:0"]},
+    },
+    "globals": {"sys.query": "", "sys.user_id": "", "sys.conversation_turns": 0, "sys.files": []},
+    "history": [], "path": [], "retrieval": [],
+}
+
+
+def emit(**fields) -> None:
+    print(json.dumps({"bench": "store", **fields}), flush=True)
+
+
+@contextlib.contextmanager
+def database(kind: str, tmp: Path) -> Iterator[str]:
+    name = f"ac_store_bench_{uuid.uuid4().hex[:10]}"
+    if kind == "sqlite":
+        yield f"sqlite:///{tmp / 'store.db'}"
+        return
+    server = POSTGRES_URL if kind == "postgresql" else MYSQL_URL
+    admin = sa.create_engine(server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'CREATE DATABASE "{name}"' if kind == "postgresql" else
+                             f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+    try:
+        yield sa.engine.make_url(server).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)' if kind == "postgresql" else
+                                 f"DROP DATABASE IF EXISTS `{name}`")
+        admin.dispose()
+
+
+def seed(db: sql_engine.Database, count: int) -> list[str]:
+    """Bulk-insert `count` canvases owned by the bench user (one executemany per 5,000 rows)."""
+    sql_engine.upgrade(db.engine)
+    now = time.time_ns() // 1_000_000
+    ids = [uuid.uuid4().hex for _ in range(count)]
+    with db.engine.begin() as conn:
+        conn.execute(sa.insert(tenants).values(id=TENANT, owner_id=USER, create_time=now))
+        conn.execute(sa.insert(members).values(tenant_id=TENANT, user_id=USER, role="owner", create_time=now))
+    for start in range(0, count, 5000):
+        rows = [dict(id=cid, tenant_id=TENANT, owner_id=USER, title=f"Canvas {i:06d}", title_key=f"canvas {i:06d}",
+                     description="", avatar="", permission="TEAM" if i % 3 == 0 else "ME", release=False,
+                     category="AGENT", tags=[], dsl=DSL, etag=secrets.token_hex(8), head_revision_id="",
+                     published_revision_id="", revision_counter=0, create_time=now - count + i, update_time=now - count + i)
+                for i, cid in enumerate(ids[start:start + 5000], start)]
+        with db.engine.begin() as conn:
+            conn.execute(sa.insert(canvases), rows)
+    with db.engine.begin() as conn:  # planner statistics, as a database in service would have
+        conn.exec_driver_sql("ANALYZE canvases" if db.backend != "mysql" else "ANALYZE TABLE canvases")
+    return ids
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def store_process(url: str, tmp: Path, pool_size: int) -> Iterator[int]:
+    port = free_port()
+    config = {"data_dir": str(tmp / "data"), "log": {"level": "WARNING"},
+              "auth": {"embedded": False, "tokens": [{"token": TOKEN, "tenant": TENANT, "user": USER},
+                                                     {"token": TOKEN + "-svc", "tenant": TENANT, "user": "orch",
+                                                      "role": "service"}]},
+              "store": {"database_url": url, "port": port, "db_pool_size": pool_size}}
+    path = tmp / "store.yaml"
+    path.write_text(yaml.safe_dump(config))
+    env = {k: v for k, v in os.environ.items() if k != "PORT"}
+    process = subprocess.Popen([sys.executable, "-m", "services.canvas_store", "--config", str(path)], env=env,
+                               stdout=subprocess.DEVNULL)
+    try:
+        yield port
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+async def wait_serving(channel: grpc.aio.Channel) -> None:
+    health = health_pb2_grpc.HealthStub(channel)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with contextlib.suppress(grpc.aio.AioRpcError):
+            reply = await health.Check(health_pb2.HealthCheckRequest(service="agentcanvas.v1.CanvasStore"), timeout=2)
+            if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                return
+        await asyncio.sleep(0.1)
+    raise TimeoutError("the store did not become SERVING")
+
+
+async def grpc_rate(worker: Callable[[int], "asyncio.Future"], concurrency: int, seconds: float) -> float:
+    """Run `concurrency` loops of `worker(index)` for `seconds`; returns completed ops/s."""
+    done = 0
+    stop = time.perf_counter() + seconds
+
+    async def loop(index: int) -> None:
+        nonlocal done
+        while time.perf_counter() < stop:
+            await worker(index)
+            done += 1
+
+    started = time.perf_counter()
+    await asyncio.gather(*(loop(i) for i in range(concurrency)))
+    return done / (time.perf_counter() - started)
+
+
+def raw_rate(worker: Callable[[int], None], concurrency: int, seconds: float) -> float:
+    done = [0] * concurrency
+    stop = time.perf_counter() + seconds
+
+    def loop(index: int) -> None:
+        while time.perf_counter() < stop:
+            worker(index)
+            done[index] += 1
+
+    threads = [threading.Thread(target=loop, args=(i,)) for i in range(concurrency)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return sum(done) / (time.perf_counter() - started)
+
+
+async def run(kind: str, count: int, seconds: float, concurrency: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="ac-bench-store-") as tmp_name, database(kind, Path(tmp_name)) as url:
+        tmp = Path(tmp_name)
+        db = sql_engine.open_database(url, pool_size=concurrency)
+        began = time.perf_counter()
+        ids = seed(db, count)
+        emit(metric="seed_s", db=kind, canvases=count, value=round(time.perf_counter() - began, 2))
+        with store_process(url, tmp, concurrency) as port:
+            channel = create_channel(f"127.0.0.1:{port}")
+            await wait_serving(channel)
+            stub = canvas_store_pb2_grpc.CanvasStoreStub(channel)
+            metadata = (("authorization", f"Bearer {TOKEN}"),)
+            service_metadata = (("authorization", f"Bearer {TOKEN}-svc"),)
+            await stub.GetCanvas(pb.GetCanvasRequest(id=ids[0]), metadata=metadata)  # warm-up
+            await bench_get(kind, stub, metadata, db, ids, seconds, concurrency)
+            await bench_update(kind, stub, metadata, db, ids, seconds, concurrency)
+            await bench_list(kind, stub, metadata, db)
+            await bench_commit(kind, stub, service_metadata, db)
+            await channel.close()
+        db.dispose()
+
+
+async def bench_get(kind, stub, metadata, db, ids, seconds, concurrency) -> None:
+    counter = iter(range(10**12))
+
+    async def ours(_index: int) -> None:
+        await stub.GetCanvas(pb.GetCanvasRequest(id=ids[next(counter) % len(ids)]), metadata=metadata)
+
+    def raw(_index: int) -> None:
+        with db.engine.connect() as conn:
+            conn.execute(sa.select(canvases).where(canvases.c.id == ids[next(counter) % len(ids)])).one()
+
+    ours_rate = await grpc_rate(ours, concurrency, seconds)
+    raw_ops = raw_rate(raw, concurrency, seconds)
+    emit(metric="ops_ratio", db=kind, op="get", concurrency=concurrency, ours_ops_s=round(ours_rate, 1),
+         raw_ops_s=round(raw_ops, 1), value=round(ours_rate / raw_ops, 3))
+
+
+async def bench_update(kind, stub, metadata, db, ids, seconds, concurrency) -> None:
+    # Each worker updates its own canvas, carrying the etag from its previous write.
+    ours_targets = ids[-concurrency:]
+    raw_targets = ids[-2 * concurrency:-concurrency]
+    etags = {}
+    for cid in ours_targets:
+        etags[cid] = (await stub.GetCanvas(pb.GetCanvasRequest(id=cid), metadata=metadata)).etag
+    with db.engine.connect() as conn:
+        for cid in raw_targets:
+            etags[cid] = conn.execute(sa.select(canvases.c.etag).where(canvases.c.id == cid)).scalar_one()
+    mask = field_mask_pb2.FieldMask(paths=["description"])
+
+    async def ours(index: int) -> None:
+        cid = ours_targets[index]
+        reply = await stub.UpdateCanvas(pb.UpdateCanvasRequest(
+            canvas=pb.Canvas(id=cid, etag=etags[cid], description=f"d{time.perf_counter_ns()}"), update_mask=mask),
+            metadata=metadata)
+        etags[cid] = reply.etag
+
+    def raw(index: int) -> None:
+        cid = raw_targets[index]
+        new = secrets.token_hex(8)
+        with db.engine.begin() as conn:
+            result = conn.execute(sa.update(canvases).where(canvases.c.id == cid, canvases.c.etag == etags[cid]).values(
+                description=f"d{time.perf_counter_ns()}", etag=new, update_time=time.time_ns() // 1_000_000))
+            assert result.rowcount == 1
+        etags[cid] = new
+
+    ours_rate = await grpc_rate(ours, concurrency, seconds)
+    raw_ops = raw_rate(raw, concurrency, seconds)
+    emit(metric="ops_ratio", db=kind, op="update", concurrency=concurrency, ours_ops_s=round(ours_rate, 1),
+         raw_ops_s=round(raw_ops, 1), value=round(ours_rate / raw_ops, 3))
+
+
+async def bench_list(kind, stub, metadata, db, pages: int = 200) -> None:
+    ours_ms, raw_ms = [], []
+    token = ""
+    for _ in range(pages):
+        started = time.perf_counter()
+        reply = await stub.ListCanvases(pb.ListCanvasesRequest(page_size=50, page_token=token), metadata=metadata)
+        ours_ms.append((time.perf_counter() - started) * 1000)
+        assert len(reply.canvases) == 50
+        token = reply.next_page_token
+    columns = [c for c in canvases.c if c.name != "dsl"]
+    after = None
+    for _ in range(pages):
+        started = time.perf_counter()
+        query = sa.select(*columns).where(canvases.c.tenant_id == TENANT)
+        if after:  # the same keyset predicate the store uses
+            query = query.where(canvases.c.update_time <= after[0],
+                                sa.or_(canvases.c.update_time < after[0], canvases.c.id < after[1]))
+        with db.engine.connect() as conn:
+            rows = conn.execute(query.order_by(canvases.c.update_time.desc(), canvases.c.id.desc()).limit(51)).all()
+        raw_ms.append((time.perf_counter() - started) * 1000)
+        after = (rows[49].update_time, rows[49].id)
+    emit(metric="list_p50_ms", db=kind, page_size=50,
+         value=round(statistics.median(ours_ms), 3), raw_p50_ms=round(statistics.median(raw_ms), 3),
+         p99_ms=round(sorted(ours_ms)[int(len(ours_ms) * 0.99) - 1], 3))
+
+
+async def bench_commit(kind, stub, metadata, db, commits: int = 300) -> None:
+    async def one_run() -> tuple[str, int]:
+        run = await stub.CreateRunRecord(pb.CreateRunRecordRequest(run=pb.RunRecord()), metadata=metadata)
+        lease = await stub.AcquireRunLease(pb.AcquireRunLeaseRequest(run_id=run.id, holder="bench"), metadata=metadata)
+        return run.id, lease.token
+
+    run_id, token = await one_run()
+    ours_ms = []
+    for n in range(commits):
+        request = pb.CommitRunStepRequest(
+            run_id=run_id, lease_token=token, steps=[pb.RunStep(node_id=f"n{n}", attempt=1)],
+            events=[pb.StoredRunEvent(event_type="node_finished", payload=b"x" * 200),
+                    pb.StoredRunEvent(event_type="message_delta", payload=b"y" * 60)])
+        started = time.perf_counter()
+        await stub.CommitRunStep(request, metadata=metadata)
+        ours_ms.append((time.perf_counter() - started) * 1000)
+    repo = RunRepository(db)
+    run = repo.create(RunRecord(id=uuid.uuid4().hex, tenant_id=TENANT, creator_id=USER), "")
+    allow: Callable[[Target], None] = lambda _target: None  # noqa: E731 - the policy check is not under test here
+    lease = repo.acquire(run.id, "bench", 60_000, allow)
+    core_ms = []
+    for n in range(commits):
+        commit = RunCommit(run_id=run.id, lease_token=lease.token, steps=[RunStep(node_id=f"n{n}", attempt=1, state={})],
+                           events=[StoredEvent("node_finished", b"x" * 200), StoredEvent("message_delta", b"y" * 60)])
+        started = time.perf_counter()
+        repo.commit(commit, allow)
+        core_ms.append((time.perf_counter() - started) * 1000)
+    emit(metric="commit_p50_ms", db=kind, value=round(statistics.median(ours_ms), 3),
+         transaction_p50_ms=round(statistics.median(core_ms), 3), steps=1, events=2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.store", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--db", choices=("sqlite", "postgresql", "mariadb"), default="sqlite")
+    parser.add_argument("--canvases", type=int, default=100_000)
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--concurrency", type=int, default=8)
+    args = parser.parse_args(argv)
+    asyncio.run(run(args.db, args.canvases, args.seconds, args.concurrency))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""canvas_store: canvases, revisions, templates, sessions, tenancy and durable run state on SQL."""

@@ -1,0 +1,356 @@
+"""SQL repository for canvases, tags and revisions. Each public method is one transaction.
+
+Concurrency rule: every write to a canvas row is `UPDATE ... WHERE id = :id AND etag = :expected`; a
+zero row count means another writer got there first and the whole transaction rolls back (ABORTED).
+Nothing is ever read, modified in Python and blindly written back.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import exc
+from sqlalchemy.engine import Connection
+
+from services.canvas_store.adapters.sql.engine import Database
+from services.canvas_store.adapters.sql.models import canvas_tags, canvases, idempotency_keys, revisions, sessions
+from services.canvas_store.core.filters import CanvasFilter, Ordering
+from services.canvas_store.core.ids import new_etag, new_id, now_ms
+from services.canvas_store.core.types import Canvas, Category, DslChange, Permission, Revision
+from services.common.errors import AbortedError, AlreadyExistsError
+
+logger = logging.getLogger(__name__)
+
+Prepare = Callable[[Canvas], tuple[dict[str, Any], DslChange | None]]
+
+_SUMMARY_COLUMNS = [c for c in canvases.c if c.name not in ("dsl", "title_key", "revision_counter")]
+_REVISION_SUMMARY = [c for c in revisions.c if c.name != "dsl"]
+
+# Hot-path statements are built once: SQLAlchemy then skips coercion and cache-key work per call.
+_GET_FULL = sa.select(canvases).where(canvases.c.id == sa.bindparam("b_id"))
+_GET_SUMMARY = sa.select(*_SUMMARY_COLUMNS).where(canvases.c.id == sa.bindparam("b_id"))
+_GET_FULL_LOCKED = _GET_FULL.with_for_update()
+_COUNTER = sa.select(canvases.c.revision_counter).where(canvases.c.id == sa.bindparam("b_id"))
+_HEAD_HASH = sa.select(revisions.c.content_hash).where(revisions.c.id == sa.bindparam("b_id"))
+_CONDITIONAL_UPDATE = sa.update(canvases).where(canvases.c.id == sa.bindparam("b_id"),
+                                                canvases.c.etag == sa.bindparam("b_etag"))
+
+
+def canvas_from_row(row: Any) -> Canvas:
+    mapping = row._mapping
+    return Canvas(
+        id=mapping["id"], tenant_id=mapping["tenant_id"], owner_id=mapping["owner_id"], title=mapping["title"],
+        description=mapping["description"], avatar=mapping["avatar"], permission=Permission(mapping["permission"]),
+        release=bool(mapping["release"]), category=Category(mapping["category"]), tags=list(mapping["tags"] or []),
+        dsl=mapping.get("dsl"), etag=mapping["etag"], create_time_ms=mapping["create_time"],
+        update_time_ms=mapping["update_time"], head_revision_id=mapping["head_revision_id"],
+        published_revision_id=mapping["published_revision_id"],
+    )
+
+
+def revision_from_row(row: Any) -> Revision:
+    mapping = row._mapping
+    return Revision(
+        id=mapping["id"], canvas_id=mapping["canvas_id"], tenant_id=mapping["tenant_id"],
+        content_hash=mapping["content_hash"], seq=mapping["seq"], create_time_ms=mapping["create_time"],
+        author_id=mapping["author_id"], description=mapping["description"], released=bool(mapping["released"]),
+        dsl=mapping.get("dsl"),
+    )
+
+
+class CanvasRepository:
+    def __init__(self, db: Database, keep_draft_revisions: int):
+        self._db = db
+        self._keep_drafts = keep_draft_revisions
+
+    # ---- reads -----------------------------------------------------------------------------------
+
+    def get_canvas(self, canvas_id: str, *, with_dsl: bool = True) -> Canvas | None:
+        with self._db.read() as conn:
+            row = conn.execute(_GET_FULL if with_dsl else _GET_SUMMARY, {"b_id": canvas_id}).first()
+        return canvas_from_row(row) if row else None
+
+    def find_idempotent(self, tenant_id: str, scope: str, request_id: str) -> str | None:
+        with self._db.read() as conn:
+            return self._idempotent(conn, tenant_id, scope, request_id)
+
+    @staticmethod
+    def _idempotent(conn: Connection, tenant_id: str, scope: str, request_id: str) -> str | None:
+        return conn.execute(
+            sa.select(idempotency_keys.c.resource_id).where(
+                idempotency_keys.c.tenant_id == tenant_id, idempotency_keys.c.scope == scope,
+                idempotency_keys.c.request_id == request_id)
+        ).scalar()
+
+    def list_canvases(self, *, tenant_id: str, user_id: str, is_member: bool, flt: CanvasFilter,
+                      ordering: Ordering, after: list[Any] | None, limit: int) -> list[Canvas]:
+        """Keyset page of visible canvases; returns up to `limit` + 1 rows so the caller knows if more exist.
+
+        On MySQL/MariaDB the page is found as ids first (answered from the covering list index) and the rows
+        are fetched by id afterwards: its optimizer otherwise reads every skipped row in full.
+        """
+        deferred = self._db.backend == "mysql"
+        visible = canvases.c.owner_id == user_id
+        if is_member:
+            visible = sa.or_(visible, canvases.c.permission == Permission.TEAM.value)
+        query = sa.select(*([canvases.c.id] if deferred else _SUMMARY_COLUMNS)).where(canvases.c.tenant_id == tenant_id,
+                                                                                      visible)
+        if flt.title:
+            pattern = "%" + _escape_like(flt.title.lower()) + "%"
+            query = query.where(canvases.c.title_key.like(pattern, escape="\\"))
+        if flt.category:
+            query = query.where(canvases.c.category == flt.category.value)
+        if flt.permission:
+            query = query.where(canvases.c.permission == flt.permission.value)
+        if flt.owner:
+            query = query.where(canvases.c.owner_id == flt.owner)
+        for group in flt.tags_any:
+            query = query.where(sa.exists().where(canvas_tags.c.canvas_id == canvases.c.id,
+                                                  canvas_tags.c.tag.in_(list(group))))
+        for tag in flt.tags_all:
+            query = query.where(sa.exists().where(canvas_tags.c.canvas_id == canvases.c.id, canvas_tags.c.tag == tag))
+        key = canvases.c.update_time if ordering.key == "update_time" else canvases.c.title
+        if after is not None:
+            query = query.where(keyset_after(key, canvases.c.id, after, descending=ordering.descending))
+        if ordering.descending:
+            query = query.order_by(key.desc(), canvases.c.id.desc())
+        else:
+            query = query.order_by(key.asc(), canvases.c.id.asc())
+        with self._db.read() as conn:
+            rows = conn.execute(query.limit(limit + 1)).all()
+            if deferred and rows:
+                ids = [row.id for row in rows]
+                by_id = {row.id: row for row in conn.execute(sa.select(*_SUMMARY_COLUMNS).where(canvases.c.id.in_(ids)))}
+                rows = [by_id[canvas_id] for canvas_id in ids if canvas_id in by_id]
+        return [canvas_from_row(row) for row in rows]
+
+    def get_revision(self, canvas_id: str, revision_id: str) -> Revision | None:
+        with self._db.read() as conn:
+            row = conn.execute(
+                sa.select(revisions).where(revisions.c.id == revision_id, revisions.c.canvas_id == canvas_id)
+            ).first()
+        return revision_from_row(row) if row else None
+
+    def list_revisions(self, canvas_id: str, after_seq: int | None, limit: int) -> list[Revision]:
+        query = sa.select(*_REVISION_SUMMARY).where(revisions.c.canvas_id == canvas_id)
+        if after_seq is not None:
+            query = query.where(revisions.c.seq < after_seq)
+        with self._db.read() as conn:
+            rows = conn.execute(query.order_by(revisions.c.seq.desc()).limit(limit + 1)).all()
+        return [revision_from_row(row) for row in rows]
+
+    # ---- writes ----------------------------------------------------------------------------------
+
+    def create_canvas(self, canvas: Canvas, change: DslChange, request_id: str) -> Canvas:
+        """Insert the canvas, its first revision, tags and idempotency key; a replayed key returns the original.
+
+        A unique-key race resolves to the winner (same request_id) or ALREADY_EXISTS (same title); a deadlock
+        victim (MySQL picks one when two inserts wait on each other) retries.
+        """
+        for attempt in range(3):
+            try:
+                return self._create_once(canvas, change, request_id)
+            except AlreadyExistsError:
+                # The title check saw a canvas committed after our key lookup: maybe our own twin request's.
+                if request_id:
+                    existing = self.find_idempotent(canvas.tenant_id, "canvas", request_id)
+                    if existing:
+                        with self._db.read() as conn:
+                            return self._reload(conn, existing)
+                raise
+            except AbortedError as error:
+                if request_id:
+                    existing = self.find_idempotent(canvas.tenant_id, "canvas", request_id)
+                    if existing:
+                        with self._db.read() as conn:
+                            return self._reload(conn, existing)
+                if isinstance(error.__cause__, exc.IntegrityError):
+                    raise self._title_taken(canvas) from None
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _create_once(self, canvas: Canvas, change: DslChange, request_id: str) -> Canvas:
+        with self._db.write() as conn:
+            if request_id:
+                existing = self._idempotent(conn, canvas.tenant_id, "canvas", request_id)
+                if existing:
+                    return self._reload(conn, existing)
+            self._check_title_free(conn, canvas, exclude_id=None)
+            revision_id = new_id()
+            now = now_ms()
+            conn.execute(sa.insert(canvases).values(
+                id=canvas.id, tenant_id=canvas.tenant_id, owner_id=canvas.owner_id, title=canvas.title,
+                title_key=canvas.title.lower(), description=canvas.description, avatar=canvas.avatar,
+                permission=canvas.permission.value, release=canvas.release, category=canvas.category.value,
+                tags=canvas.tags, dsl=change.dsl, etag=canvas.etag, head_revision_id=revision_id,
+                published_revision_id="", revision_counter=1, create_time=now, update_time=now))
+            conn.execute(sa.insert(revisions).values(
+                id=revision_id, canvas_id=canvas.id, tenant_id=canvas.tenant_id, seq=1,
+                content_hash=change.content_hash, dsl=change.dsl, released=False, author_id=change.author_id,
+                description=change.description, create_time=now))
+            self._write_tags(conn, canvas.id, canvas.tags, replace=False)
+            if request_id:
+                conn.execute(sa.insert(idempotency_keys).values(
+                    tenant_id=canvas.tenant_id, scope="canvas", request_id=request_id, resource_id=canvas.id,
+                    create_time=now))
+            canvas.head_revision_id = revision_id
+            canvas.create_time_ms = canvas.update_time_ms = now
+            return canvas
+
+    def update_canvas(self, current: Canvas, expected_etag: str, changes: dict[str, Any],
+                      change: DslChange | None) -> Canvas:
+        """Apply `changes` (attribute -> value) and an optional DSL change if the etag still matches."""
+        with self._db.write() as conn:
+            return self._apply(conn, current, expected_etag, changes, change)
+
+    def update_canvas_locked(self, canvas_id: str, prepare: Prepare) -> Canvas | None:
+        """Read the canvas with its row locked, let `prepare` (the core's rules) decide the change, apply it.
+
+        One transaction: the row cannot change between the policy check and the write. `prepare` returns
+        (changes, dsl_change) or raises. Returns None when the canvas does not exist.
+        """
+        with self._db.write() as conn:
+            row = conn.execute(_GET_FULL if conn.dialect.name == "sqlite" else _GET_FULL_LOCKED, {"b_id": canvas_id}).first()
+            if row is None:
+                return None
+            current = canvas_from_row(row)
+            changes, change = prepare(current)
+            return self._apply(conn, current, current.etag, changes, change)
+
+    def _apply(self, conn: Connection, current: Canvas, expected_etag: str, changes: dict[str, Any],
+               change: DslChange | None) -> Canvas:
+        now = now_ms()
+        values = {key: value.value if isinstance(value, enum.Enum) else value for key, value in changes.items()}
+        etag = new_etag()
+        values.update(etag=etag, update_time=now)
+        if "title" in values:
+            values["title_key"] = values["title"].lower()
+        new_revision_id = ""
+        if "title" in values and values["title_key"] != current.title.lower():
+            probe = Canvas(**{**current.__dict__, "title": values["title"]})
+            self._check_title_free(conn, probe, exclude_id=current.id)
+        if change is not None:
+            values["dsl"] = change.dsl
+            head_hash = conn.execute(_HEAD_HASH, {"b_id": current.head_revision_id}).scalar()
+            if change.force_new_revision or head_hash != change.content_hash:
+                new_revision_id = new_id()
+                values["head_revision_id"] = new_revision_id
+                values["revision_counter"] = current_counter = conn.execute(
+                    _COUNTER, {"b_id": current.id}).scalar_one() + 1
+        result = conn.execute(_CONDITIONAL_UPDATE, {"b_id": current.id, "b_etag": expected_etag, **values})
+        if result.rowcount != 1:
+            raise AbortedError(f"canvas {current.id!r} was changed concurrently (stale etag); re-read and retry",
+                               reason="ETAG_MISMATCH")
+        if "tags" in values:
+            self._write_tags(conn, current.id, values["tags"], replace=True)
+        if new_revision_id and change is not None:
+            conn.execute(sa.insert(revisions).values(
+                id=new_revision_id, canvas_id=current.id, tenant_id=current.tenant_id, seq=current_counter,
+                content_hash=change.content_hash, dsl=change.dsl, released=False, author_id=change.author_id,
+                description=change.description, create_time=now))
+            self._prune(conn, current.id, new_revision_id, current.published_revision_id)
+        updated = Canvas(**{**current.__dict__})
+        for key, value in changes.items():
+            setattr(updated, key, value)
+        if change is not None:
+            updated.dsl = change.dsl
+        if new_revision_id:
+            updated.head_revision_id = new_revision_id
+        updated.etag, updated.update_time_ms = etag, now
+        return updated
+
+    def publish(self, current: Canvas, expected_etag: str, revision_id: str) -> str:
+        """Mark the revision released and make it the published alias; returns the canvas's new etag."""
+        etag = new_etag()
+        with self._db.write() as conn:
+            result = conn.execute(sa.update(canvases).where(
+                canvases.c.id == current.id, canvases.c.etag == expected_etag).values(
+                published_revision_id=revision_id, release=True, etag=etag, update_time=now_ms()))
+            if result.rowcount != 1:
+                raise AbortedError(f"canvas {current.id!r} was changed concurrently (stale etag); re-read and retry",
+                                   reason="ETAG_MISMATCH")
+            conn.execute(sa.update(revisions).where(revisions.c.id == revision_id).values(released=True))
+        return etag
+
+    def delete_canvas(self, canvas_id: str, expected_etag: str) -> None:
+        """Delete the canvas with its sessions, revisions and tags in one transaction."""
+        with self._db.write() as conn:
+            conn.execute(sa.delete(sessions).where(sessions.c.canvas_id == canvas_id))
+            conn.execute(sa.delete(revisions).where(revisions.c.canvas_id == canvas_id))
+            conn.execute(sa.delete(canvas_tags).where(canvas_tags.c.canvas_id == canvas_id))
+            result = conn.execute(sa.delete(canvases).where(canvases.c.id == canvas_id, canvases.c.etag == expected_etag))
+            if result.rowcount != 1:
+                raise AbortedError(f"canvas {canvas_id!r} was changed concurrently (stale etag); re-read and retry",
+                                   reason="ETAG_MISMATCH")
+
+    def prune_idempotency_keys(self, older_than_ms: int) -> int:
+        with self._db.write() as conn:
+            return conn.execute(sa.delete(idempotency_keys).where(idempotency_keys.c.create_time < older_than_ms)).rowcount
+
+    # ---- helpers ---------------------------------------------------------------------------------
+
+    def _reload(self, conn: Connection, canvas_id: str) -> Canvas:
+        row = conn.execute(sa.select(canvases).where(canvases.c.id == canvas_id)).first()
+        if row is None:
+            raise AbortedError("the canvas created by this request_id was deleted since; use a new request_id",
+                               reason="IDEMPOTENT_RESOURCE_GONE")
+        return canvas_from_row(row)
+
+    @staticmethod
+    def _title_taken(canvas: Canvas) -> AlreadyExistsError:
+        return AlreadyExistsError(
+            f"a {canvas.category.value.lower()} canvas titled {canvas.title!r} already exists for this owner",
+            reason="CANVAS_TITLE_TAKEN", metadata={"field": "canvas.title"})
+
+    def _check_title_free(self, conn: Connection, canvas: Canvas, exclude_id: str | None) -> None:
+        query = sa.select(canvases.c.id).where(
+            canvases.c.tenant_id == canvas.tenant_id, canvases.c.owner_id == canvas.owner_id,
+            canvases.c.category == canvas.category.value, canvases.c.title_key == canvas.title.lower())
+        if exclude_id:
+            query = query.where(canvases.c.id != exclude_id)
+        if conn.execute(query.limit(1)).first() is not None:
+            raise self._title_taken(canvas)
+
+    @staticmethod
+    def _write_tags(conn: Connection, canvas_id: str, tags: list[str], *, replace: bool) -> None:
+        if replace:
+            conn.execute(sa.delete(canvas_tags).where(canvas_tags.c.canvas_id == canvas_id))
+        if tags:
+            conn.execute(sa.insert(canvas_tags), [{"canvas_id": canvas_id, "tag": tag} for tag in tags])
+
+    def _prune(self, conn: Connection, canvas_id: str, head_id: str, published_id: str) -> None:
+        """Retention: keep released revisions, the head, the published one, revisions pinned by sessions,
+        and the newest `keep_draft_revisions` drafts; delete older drafts."""
+        cutoff = conn.execute(
+            sa.select(revisions.c.seq).where(revisions.c.canvas_id == canvas_id, revisions.c.released == sa.false())
+            .order_by(revisions.c.seq.desc()).offset(self._keep_drafts - 1).limit(1)
+        ).scalar()
+        if cutoff is None:
+            return
+        pinned = sa.select(sessions.c.revision_id).where(sessions.c.canvas_id == canvas_id)
+        result = conn.execute(sa.delete(revisions).where(
+            revisions.c.canvas_id == canvas_id, revisions.c.released == sa.false(), revisions.c.seq < cutoff,
+            revisions.c.id.notin_([head_id, published_id or head_id]), revisions.c.id.notin_(pinned)))
+        if result.rowcount:
+            logger.debug("pruned %d draft revisions of canvas %s", result.rowcount, canvas_id)
+
+
+def keyset_after(key: Any, tiebreak: Any, after: list[Any], *, descending: bool) -> Any:
+    """Rows strictly after (key, tiebreak) in the given order.
+
+    The redundant bound on `key` alone lets every backend use the (tenant, key, id) index as a range; the
+    OR part then only refines the boundary value (a plain OR would make PostgreSQL scan from the start).
+    """
+    last_key, last_id = after
+    if descending:
+        return sa.and_(key <= last_key, sa.or_(key < last_key, tiebreak < last_id))
+    return sa.and_(key >= last_key, sa.or_(key > last_key, tiebreak > last_id))
+
+
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

@@ -1,0 +1,186 @@
+"""Engine creation, migrations and transaction helpers shared by the SQL repositories.
+
+Why synchronous SQLAlchemy on a bounded thread pool rather than SQLAlchemy's asyncio extension: the
+three drivers we support (pysqlite, psycopg 3, PyMySQL) are all mature in sync mode, SQLite has no truly
+asynchronous driver anyway (aiosqlite is a thread per connection), the CLI and migrations call the same
+code without an event loop, and a single conditional UPDATE takes well under a millisecond, so the
+thread hop is cheap. The pool size caps concurrent DB work; the connection pool matches it, with as many
+again in overflow because a policy check may read tenant membership while its thread holds a write
+transaction.
+
+SQLite specifics: WAL journal, synchronous=NORMAL (durable across process crashes; a power loss may
+drop the last commits), foreign keys on, and write transactions start with BEGIN IMMEDIATE so that two
+writers never both read and then fail to upgrade their lock. Inside one process a lock serialises writers
+instead of letting them spin in SQLite's busy handler; other processes wait up to busy_timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config as AlembicConfig
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import event, exc
+from sqlalchemy.engine import Connection, Engine
+
+from services.common.errors import AbortedError, InvalidArgumentError, UnavailableError
+
+logger = logging.getLogger(__name__)
+
+VERSION_TABLE = "alembic_version_canvas_store"
+_WRITE = "canvas_store_write"
+
+
+def normalise_url(url: str) -> str:
+    """Pick our drivers for bare scheme names and make MySQL speak utf8mb4."""
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        url = "postgresql+psycopg://" + url.split("://", 1)[1]
+    elif url.startswith("mysql://") or url.startswith("mariadb://"):
+        url = "mysql+pymysql://" + url.split("://", 1)[1]
+    if url.startswith(("mysql+pymysql://", "mariadb+pymysql://")) and "charset=" not in url:
+        url += ("&" if "?" in url else "?") + "charset=utf8mb4"
+    return url
+
+
+@dataclass
+class Database:
+    """An engine plus the in-process writer lock used on SQLite."""
+
+    engine: Engine
+    write_lock: threading.Lock | None = None
+
+    @property
+    def backend(self) -> str:
+        return self.engine.dialect.name
+
+    def read(self) -> contextlib.AbstractContextManager[Connection]:
+        return read_tx(self)
+
+    def write(self) -> contextlib.AbstractContextManager[Connection]:
+        return write_tx(self)
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def open_database(url: str, *, pool_size: int = 8) -> Database:
+    """Create an engine tuned for the backend named by `url`."""
+    url = normalise_url(url)
+    backend = sa.engine.make_url(url).get_backend_name()
+    if backend == "sqlite":
+        database = sa.engine.make_url(url).database
+        if database and database != ":memory:":
+            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = sa.create_engine(
+            url,
+            connect_args={"check_same_thread": False, "timeout": 30},
+            pool_size=pool_size,
+            max_overflow=pool_size,
+        )
+        _install_sqlite_hooks(engine)
+    elif backend == "postgresql":
+        engine = sa.create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+    elif backend in ("mysql", "mariadb"):
+        engine = sa.create_engine(
+            url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True, pool_recycle=3600,
+            isolation_level="READ COMMITTED",
+        )
+    else:
+        raise InvalidArgumentError.for_field("store.database_url", f"unsupported database backend {backend!r}")
+    return Database(engine, threading.Lock() if backend == "sqlite" else None)
+
+
+def _install_sqlite_hooks(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, _record) -> None:
+        # Take transaction control away from the sqlite3 module so BEGIN IMMEDIATE is ours to emit.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        immediate = connection.get_execution_options().get(_WRITE, False)
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def is_sqlite(engine: Engine) -> bool:
+    return engine.dialect.name == "sqlite"
+
+
+@contextlib.contextmanager
+def translate_db_errors() -> Iterator[None]:
+    """Turn driver conflicts into AbortedError and lost connections into UnavailableError."""
+    try:
+        yield
+    except exc.IntegrityError as error:
+        raise AbortedError("the write conflicted with a concurrent change; re-read and retry",
+                           reason="CONCURRENT_MODIFICATION") from error
+    except exc.OperationalError as error:
+        text = str(error.orig).lower()
+        if "deadlock" in text or "serializ" in text or "lock wait timeout" in text or "database is locked" in text:
+            raise AbortedError("the write conflicted with a concurrent transaction; retry",
+                               reason="CONCURRENT_MODIFICATION") from error
+        raise UnavailableError("the database is unavailable", reason="DATABASE_UNAVAILABLE") from error
+
+
+@contextlib.contextmanager
+def read_tx(db: Database) -> Iterator[Connection]:
+    """A read transaction (plain BEGIN on SQLite)."""
+    with translate_db_errors(), db.engine.connect() as connection, connection.begin():
+        yield connection
+
+
+@contextlib.contextmanager
+def write_tx(db: Database) -> Iterator[Connection]:
+    """A write transaction: BEGIN IMMEDIATE plus an in-process writer lock on SQLite."""
+    with translate_db_errors(), contextlib.ExitStack() as stack:
+        if db.write_lock is not None:
+            stack.enter_context(db.write_lock)
+        connection = stack.enter_context(db.engine.connect())
+        connection.execution_options(**{_WRITE: True})
+        stack.enter_context(connection.begin())
+        yield connection
+
+
+def _alembic_config(connection: Connection) -> AlembicConfig:
+    config = AlembicConfig()
+    location = resources.files("services.canvas_store.adapters.sql") / "migrations"
+    config.set_main_option("script_location", str(location))
+    config.attributes["connection"] = connection
+    return config
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Apply migrations up to `revision` (idempotent). Safe to call at every start-up."""
+    with engine.connect() as connection:
+        if is_sqlite(engine):
+            connection.execution_options(**{_WRITE: True})
+        command.upgrade(_alembic_config(connection), revision)
+        connection.commit()
+    logger.info("canvas_store schema at %s", current_revision(engine))
+
+
+def current_revision(engine: Engine) -> str | None:
+    with engine.connect() as connection:
+        return MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE}).get_current_revision()
+
+
+def head_revision() -> str:
+    with contextlib.closing(sa.create_engine("sqlite://").connect()) as connection:
+        head = ScriptDirectory.from_config(_alembic_config(connection)).get_current_head()
+    assert head is not None
+    return head

@@ -1,0 +1,250 @@
+"""SQL repository for durable run state: run records, leases, the step journal and events.
+
+Every lease-sensitive write locks the run row first (SELECT ... FOR UPDATE on PostgreSQL/MySQL; on
+SQLite the write transaction already holds the database's single writer lock), checks the caller with
+the policy callback and the fencing token, then writes. So a commit either sees its own lease intact and
+writes everything (steps, events with consecutive seq, status) in one transaction, or writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from services.canvas_store.adapters.sql.canvas_repo import keyset_after
+from services.canvas_store.adapters.sql.engine import Database
+from services.canvas_store.adapters.sql.models import idempotency_keys, run_events, run_steps, runs
+from services.canvas_store.core.ids import now_ms
+from services.canvas_store.core.policy import Kind, Target
+from services.canvas_store.core.types import (
+    CommitResult, RunCommit, RunLease, RunRecord, RunStatus, RunStep, StoredEvent,
+)
+from services.common.errors import AbortedError, FailedPreconditionError, NotFoundError
+
+Check = Callable[[Target], None]
+
+_FINAL = [status.value for status in RunStatus if status.is_final]
+_FACT_COLUMNS = [runs.c.id, runs.c.tenant_id, runs.c.creator_id, runs.c.status, runs.c.lease_holder,
+                 runs.c.lease_token, runs.c.lease_expire_time, runs.c.last_seq, runs.c.step_count,
+                 runs.c.cancel_requested]
+_SUMMARY = [c for c in runs.c if c.name != "spec"]
+
+# Hot-path statements are built once (commits and event polls run many times per run).
+_FACTS = sa.select(*_FACT_COLUMNS).where(runs.c.id == sa.bindparam("b_id"))
+_FACTS_LOCKED = _FACTS.with_for_update()
+_FENCED_UPDATE = sa.update(runs).where(runs.c.id == sa.bindparam("b_id"), runs.c.lease_token == sa.bindparam("b_token"))
+_INSERT_STEPS = sa.insert(run_steps)
+_INSERT_EVENTS = sa.insert(run_events)
+_STATUS = sa.select(runs.c.status).where(runs.c.id == sa.bindparam("b_id"))
+_EVENTS_AFTER = (sa.select(run_events).where(run_events.c.run_id == sa.bindparam("b_id"),
+                                             run_events.c.seq > sa.bindparam("b_after"))
+                 .order_by(run_events.c.seq).limit(sa.bindparam("b_limit")))
+
+
+def run_from_row(row: Any) -> RunRecord:
+    m = row._mapping
+    lease = None
+    if m["lease_holder"]:
+        lease = RunLease(run_id=m["id"], holder=m["lease_holder"], token=m["lease_token"],
+                         expire_time_ms=m["lease_expire_time"], cancel_requested=bool(m["cancel_requested"]))
+    return RunRecord(
+        id=m["id"], tenant_id=m["tenant_id"], creator_id=m["creator_id"], canvas_id=m["canvas_id"],
+        revision_id=m["revision_id"], session_id=m["session_id"], status=RunStatus(m["status"]), spec=m.get("spec"),
+        outputs=m["outputs"], error=m["error"], usage=m["usage"], last_seq=m["last_seq"], step_count=m["step_count"],
+        cancel_requested=bool(m["cancel_requested"]), lease=lease, create_time_ms=m["create_time"],
+        update_time_ms=m["update_time"],
+    )
+
+
+def run_target(row: Any) -> Target:
+    m = row._mapping
+    return Target(Kind.RUN, m["tenant_id"], m["id"], creator_id=m["creator_id"])
+
+
+def _not_found(run_id: str) -> NotFoundError:
+    return NotFoundError(f"run {run_id!r} not found", resource_type="run", resource_name=run_id)
+
+
+def _lease_lost(run_id: str, token: int) -> AbortedError:
+    return AbortedError(f"lease token {token} on run {run_id!r} is no longer held; stop working on this run",
+                        reason="LEASE_LOST", metadata={"run_id": run_id})
+
+
+class RunRepository:
+    def __init__(self, db: Database):
+        self._db = db
+
+    # ---- records ---------------------------------------------------------------------------------
+
+    def create(self, run: RunRecord, request_id: str) -> RunRecord:
+        """Insert the run; a replayed request_id returns the original, also when two retries race."""
+        for attempt in range(3):
+            try:
+                return self._create_once(run, request_id)
+            except AbortedError:
+                if not request_id or attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _create_once(self, run: RunRecord, request_id: str) -> RunRecord:
+        now = now_ms()
+        with self._db.write() as conn:
+            if request_id:
+                existing = conn.execute(sa.select(idempotency_keys.c.resource_id).where(
+                    idempotency_keys.c.tenant_id == run.tenant_id, idempotency_keys.c.scope == "run",
+                    idempotency_keys.c.request_id == request_id)).scalar()
+                if existing:
+                    row = conn.execute(sa.select(runs).where(runs.c.id == existing)).first()
+                    if row is not None:
+                        return run_from_row(row)
+                    raise AbortedError("the run created by this request_id is gone; use a new request_id",
+                                       reason="IDEMPOTENT_RESOURCE_GONE")
+            conn.execute(sa.insert(runs).values(
+                id=run.id, tenant_id=run.tenant_id, creator_id=run.creator_id, canvas_id=run.canvas_id,
+                revision_id=run.revision_id, session_id=run.session_id, status=RunStatus.PENDING.value,
+                spec=run.spec or {}, outputs=None, error=None, usage=None, last_seq=0, step_count=0,
+                cancel_requested=False, lease_holder="", lease_token=0, lease_expire_time=0,
+                create_time=now, update_time=now))
+            if request_id:
+                conn.execute(sa.insert(idempotency_keys).values(
+                    tenant_id=run.tenant_id, scope="run", request_id=request_id, resource_id=run.id, create_time=now))
+        run.status, run.create_time_ms, run.update_time_ms = RunStatus.PENDING, now, now
+        return run
+
+    def get(self, run_id: str, *, with_spec: bool = True) -> RunRecord | None:
+        with self._db.read() as conn:
+            row = conn.execute(sa.select(*(runs.c if with_spec else _SUMMARY)).where(runs.c.id == run_id)).first()
+        return run_from_row(row) if row else None
+
+    def list(self, *, all_tenants: bool, tenant_id: str, user_id: str, tenant_owner: bool,
+             statuses: list[RunStatus], lease_expired_only: bool, session_id: str,
+             after: list[Any] | None, limit: int) -> list[RunRecord]:
+        query = sa.select(*_SUMMARY)
+        if not all_tenants:
+            query = query.where(runs.c.tenant_id == tenant_id)
+            if not tenant_owner:
+                query = query.where(runs.c.creator_id == user_id)
+        if statuses:
+            query = query.where(runs.c.status.in_([status.value for status in statuses]))
+        if lease_expired_only:
+            query = query.where(sa.or_(runs.c.lease_holder == "", runs.c.lease_expire_time < now_ms()))
+        if session_id:
+            query = query.where(runs.c.session_id == session_id)
+        if after is not None:
+            query = query.where(keyset_after(runs.c.create_time, runs.c.id, after, descending=False))
+        query = query.order_by(runs.c.create_time, runs.c.id).limit(limit + 1)
+        with self._db.read() as conn:
+            return [run_from_row(row) for row in conn.execute(query).all()]
+
+    def request_cancel(self, run_id: str, check: Check) -> RunRecord:
+        with self._db.write() as conn:
+            self._locked_facts(conn, run_id, check)
+            conn.execute(sa.update(runs).where(runs.c.id == run_id).values(cancel_requested=True, update_time=now_ms()))
+            return run_from_row(conn.execute(sa.select(*_SUMMARY).where(runs.c.id == run_id)).one())
+
+    # ---- leases ----------------------------------------------------------------------------------
+
+    def acquire(self, run_id: str, holder: str, ttl_ms: int, check: Check) -> RunLease:
+        with self._db.write() as conn:
+            facts = self._locked_facts(conn, run_id, check)
+            if facts.status in _FINAL:
+                raise FailedPreconditionError(f"run {run_id!r} is {facts.status}; it cannot be leased",
+                                              reason="RUN_FINISHED")
+            now = now_ms()
+            if facts.lease_holder and facts.lease_expire_time >= now:
+                raise AbortedError(f"run {run_id!r} is leased by {facts.lease_holder!r} for another "
+                                   f"{facts.lease_expire_time - now} ms", reason="LEASE_HELD",
+                                   metadata={"holder": facts.lease_holder})
+            token = facts.lease_token + 1
+            expire = now + ttl_ms
+            result = conn.execute(sa.update(runs).where(runs.c.id == run_id, runs.c.lease_token == facts.lease_token)
+                                  .values(lease_holder=holder, lease_token=token, lease_expire_time=expire))
+            if result.rowcount != 1:
+                raise AbortedError(f"run {run_id!r} was leased concurrently", reason="LEASE_HELD")
+        return RunLease(run_id, holder, token, expire, bool(facts.cancel_requested))
+
+    def renew(self, run_id: str, holder: str, token: int, ttl_ms: int, check: Check) -> RunLease:
+        with self._db.write() as conn:
+            facts = self._locked_facts(conn, run_id, check)
+            if facts.lease_token != token or facts.lease_holder != holder:
+                raise _lease_lost(run_id, token)
+            expire = now_ms() + ttl_ms
+            conn.execute(sa.update(runs).where(runs.c.id == run_id, runs.c.lease_token == token)
+                         .values(lease_expire_time=expire))
+        return RunLease(run_id, holder, token, expire, bool(facts.cancel_requested))
+
+    def release(self, run_id: str, token: int, check: Check) -> None:
+        with self._db.write() as conn:
+            facts = self._locked_facts(conn, run_id, check)
+            if facts.lease_token != token or not facts.lease_holder:
+                raise _lease_lost(run_id, token)
+            conn.execute(sa.update(runs).where(runs.c.id == run_id, runs.c.lease_token == token)
+                         .values(lease_holder="", lease_expire_time=0))
+
+    # ---- journal and events ----------------------------------------------------------------------
+
+    def commit(self, commit: RunCommit, check: Check) -> CommitResult:
+        """One transaction: fence on the lease token, append steps and events, update the run."""
+        now = now_ms()
+        with self._db.write() as conn:
+            facts = self._locked_facts(conn, commit.run_id, check)
+            if facts.lease_token != commit.lease_token or not facts.lease_holder:
+                raise _lease_lost(commit.run_id, commit.lease_token)
+            if facts.status in _FINAL:
+                raise FailedPreconditionError(f"run {commit.run_id!r} is already {facts.status}",
+                                              reason="RUN_FINISHED")
+            first_seq = facts.last_seq + 1
+            last_seq = facts.last_seq + len(commit.events)
+            step_base = facts.step_count
+            values: dict[str, Any] = dict(last_seq=last_seq, step_count=step_base + len(commit.steps), update_time=now)
+            if commit.status is not None:
+                values["status"] = commit.status.value
+            if commit.outputs is not None:
+                values["outputs"] = commit.outputs
+            if commit.error is not None:
+                values["error"] = commit.error
+            if commit.usage is not None:
+                values["usage"] = commit.usage
+            result = conn.execute(_FENCED_UPDATE, {"b_id": commit.run_id, "b_token": commit.lease_token, **values})
+            if result.rowcount != 1:
+                raise _lease_lost(commit.run_id, commit.lease_token)
+            if commit.steps:
+                conn.execute(_INSERT_STEPS, [
+                    {"run_id": commit.run_id, "step_index": step_base + offset + 1, "node_id": step.node_id,
+                     "attempt": step.attempt, "state": step.state, "create_time": now}
+                    for offset, step in enumerate(commit.steps)])
+            if commit.events:
+                conn.execute(_INSERT_EVENTS, [
+                    {"run_id": commit.run_id, "seq": first_seq + offset, "event_type": event.event_type,
+                     "payload": event.payload, "terminal": event.terminal, "create_time": now}
+                    for offset, event in enumerate(commit.events)])
+        return CommitResult(first_seq if commit.events else 0, last_seq, bool(facts.cancel_requested))
+
+    def list_steps(self, run_id: str, after_step: int) -> list[RunStep]:
+        with self._db.read() as conn:
+            rows = conn.execute(sa.select(run_steps).where(run_steps.c.run_id == run_id,
+                                                           run_steps.c.step_index > after_step)
+                                .order_by(run_steps.c.step_index)).all()
+        return [RunStep(node_id=r.node_id, attempt=r.attempt, state=r.state, step_index=r.step_index,
+                        create_time_ms=r.create_time) for r in rows]
+
+    def events_since(self, run_id: str, after_seq: int, limit: int) -> tuple[list[StoredEvent], RunStatus | None]:
+        """Events with seq > after_seq (at most `limit`) and the run's status read in the same snapshot."""
+        with self._db.read() as conn:
+            status = conn.execute(_STATUS, {"b_id": run_id}).scalar()
+            rows = conn.execute(_EVENTS_AFTER, {"b_id": run_id, "b_after": after_seq, "b_limit": limit}).all()
+        events = [StoredEvent(event_type=r.event_type, payload=bytes(r.payload), terminal=bool(r.terminal), seq=r.seq,
+                              run_id=run_id) for r in rows]
+        return events, RunStatus(status) if status else None
+
+    # ---- helpers ---------------------------------------------------------------------------------
+
+    def _locked_facts(self, conn: Connection, run_id: str, check: Check) -> Any:
+        row = conn.execute(_FACTS if conn.dialect.name == "sqlite" else _FACTS_LOCKED, {"b_id": run_id}).first()
+        if row is None:
+            raise _not_found(run_id)
+        check(run_target(row))
+        return row

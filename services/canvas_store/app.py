@@ -1,0 +1,172 @@
+"""Wiring: settings -> database -> repositories -> core services -> gRPC definition.
+
+Also the entry points the CLI calls without a server: `migrate(config)`, `seed_templates(config)` and
+`bundled_templates()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from importlib import resources
+from typing import Any, TypeVar
+
+from agentcanvas.v1 import canvas_store_pb2_grpc
+
+from services.canvas_store.adapters.sql import engine as sql_engine
+from services.canvas_store.adapters.sql.canvas_repo import CanvasRepository
+from services.canvas_store.adapters.sql.run_repo import RunRepository
+from services.canvas_store.adapters.sql.session_repo import SessionRepository
+from services.canvas_store.adapters.sql.tenant_repo import TenantRepository
+from services.canvas_store.core.canvases import CanvasService
+from services.canvas_store.core.dsl import template_from_file
+from services.canvas_store.core.ids import now_ms
+from services.canvas_store.core.page_tokens import PageTokenCodec
+from services.canvas_store.core.policy import Caller
+from services.canvas_store.core.runs import RunNotifier, RunService
+from services.canvas_store.core.sessions import SessionService
+from services.canvas_store.core.types import Template
+from services.canvas_store.settings import StoreSettings
+from services.common.bootstrap import ServiceDefinition
+from services.common.context import Identity, current_identity
+from services.common.errors import UnauthenticatedError, UnavailableError
+from services.common.settings import Config
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+PROTO_SERVICE = "agentcanvas.v1.CanvasStore"
+
+
+def bundled_templates() -> list[Template]:
+    """The RAGFlow templates shipped in services/canvas_store/templates/ (package data)."""
+    folder = resources.files("services.canvas_store") / "templates"
+    found = []
+    for entry in sorted(folder.iterdir(), key=lambda item: item.name):
+        if entry.name.endswith(".json"):
+            found.append(template_from_file(entry.name[: -len(".json")], json.loads(entry.read_text("utf-8"))))
+    return found
+
+
+def migrate(config: Config, revision: str = "head") -> str | None:
+    """Apply the store's migrations to the configured database; returns the resulting revision."""
+    settings = StoreSettings.from_config(config)
+    db = sql_engine.open_database(settings.database_url, pool_size=1)
+    try:
+        sql_engine.upgrade(db.engine, revision)
+        return sql_engine.current_revision(db.engine)
+    finally:
+        db.dispose()
+
+
+def seed_templates(config: Config) -> int:
+    """Load the bundled templates into the configured database (migrating first); idempotent."""
+    settings = StoreSettings.from_config(config)
+    db = sql_engine.open_database(settings.database_url, pool_size=1)
+    try:
+        sql_engine.upgrade(db.engine)
+        return TenantRepository(db).seed_templates(bundled_templates())
+    finally:
+        db.dispose()
+
+
+class StoreApp:
+    """The running store: one database, the core services and the bounded pool for blocking DB work."""
+
+    def __init__(self, settings: StoreSettings):
+        self.settings = settings
+        self.db = sql_engine.open_database(settings.database_url, pool_size=settings.db_pool_size)
+        self.pool = ThreadPoolExecutor(max_workers=settings.db_pool_size, thread_name_prefix="canvas-store-db")
+        self.notifier = RunNotifier()
+        self.closing = asyncio.Event()
+        self._known_users: set[tuple[str, str]] = set()
+        self._known_lock = threading.Lock()
+        self.tenants = TenantRepository(self.db)
+        self.canvas_repo = CanvasRepository(self.db, settings.keep_draft_revisions)
+        self.session_repo = SessionRepository(self.db, settings.session_history_max)
+        self.run_repo = RunRepository(self.db)
+        self.canvases: CanvasService
+        self.sessions: SessionService
+        self.runs: RunService
+
+    def open(self) -> None:
+        """Blocking start-up: migrate, seed templates, load the page-token secret, build the services."""
+        if self.settings.auto_migrate:
+            sql_engine.upgrade(self.db.engine)
+        if self.settings.seed_templates:
+            written = self.tenants.seed_templates(bundled_templates())
+            if written:
+                logger.info("seeded %d canvas templates", written)
+        self.canvas_repo.prune_idempotency_keys(now_ms() - self.settings.idempotency_ttl_s * 1000)
+        secret = (self.settings.page_token_secret.encode() if self.settings.page_token_secret
+                  else self.tenants.page_token_secret())
+        tokens = PageTokenCodec(secret, self.settings.page_token_ttl_s)
+        self.canvases = CanvasService(self.canvas_repo, self.tenants, tokens, max_dsl_bytes=self.settings.max_dsl_bytes)
+        self.sessions = SessionService(self.canvas_repo, self.session_repo, self.tenants, tokens,
+                                       max_state_bytes=self.settings.max_dsl_bytes)
+        self.runs = RunService(self.run_repo, self.canvas_repo, self.session_repo, tokens,
+                               default_ttl_ms=self.settings.default_lease_ttl_ms,
+                               max_ttl_ms=self.settings.max_lease_ttl_ms,
+                               max_spec_bytes=self.settings.max_dsl_bytes + (1 << 20))
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+        self.db.dispose()
+
+    def caller(self, identity: Identity) -> Caller:
+        """Build the policy's Caller; records the tenant/user on first sight (first user = owner)."""
+        key = (identity.tenant_id, identity.user_id)
+        if key not in self._known_users:
+            self.tenants.ensure_tenant(*key)
+            with self._known_lock:
+                self._known_users.add(key)
+        return Caller(identity.tenant_id, identity.user_id, is_service=identity.is_service,
+                      role_lookup=lambda: self.tenants.role(*key))
+
+    async def call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run `function(caller, *args)` on the DB pool for the identity of the current RPC."""
+        identity = current_identity()
+        if identity is None:
+            raise UnauthenticatedError("no identity on this request")
+        return await self.blocking(lambda: function(self.caller(identity), *args, **kwargs))
+
+    async def blocking(self, function: Callable[..., T], *args: Any) -> T:
+        """Run a blocking function on the DB pool without a caller."""
+        try:
+            future = asyncio.get_running_loop().run_in_executor(self.pool, lambda: function(*args))
+        except RuntimeError:  # the pool is shut down: we are draining
+            raise UnavailableError("the store is shutting down; retry", reason="SHUTTING_DOWN") from None
+        return await future
+
+
+def build_definition(config: Config) -> ServiceDefinition:
+    """The ServiceDefinition for bootstrap (what every service's app module offers)."""
+    return build_service(config)[0]
+
+
+def build_service(config: Config) -> tuple[ServiceDefinition, StoreApp]:
+    """The ServiceDefinition plus the app itself (tests and benchmarks reach into it)."""
+    from services.canvas_store.server import CanvasStoreServicer  # noqa: PLC0415 - server imports app types
+
+    app = StoreApp(StoreSettings.from_config(config))
+    servicer = CanvasStoreServicer(app)
+
+    async def start() -> None:
+        await app.blocking(app.open)
+
+    async def stop(_grace: float) -> None:
+        app.closing.set()  # watchers end with UNAVAILABLE and clients reattach elsewhere
+        await asyncio.get_running_loop().run_in_executor(None, app.close)
+
+    definition = ServiceDefinition(
+        name="canvas_store",
+        proto_services=[PROTO_SERVICE],
+        register=lambda server: canvas_store_pb2_grpc.add_CanvasStoreServicer_to_server(servicer, server),
+        start=start,
+        stop=stop,
+    )
+    return definition, app

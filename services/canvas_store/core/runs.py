@@ -1,0 +1,222 @@
+"""Use cases for durable run state (the orchestrator's journal, events and leases)."""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from services.canvas_store.core import validation
+from services.canvas_store.core.canvases import canvas_target
+from services.canvas_store.core.dsl import canonical_json
+from services.canvas_store.core.ids import new_id
+from services.canvas_store.core.page_tokens import PageTokenCodec
+from services.canvas_store.core.policy import Action, Caller, Kind, Target, authorize
+from services.canvas_store.core.types import (
+    CommitResult, Page, RunCommit, RunLease, RunRecord, RunStatus, RunStep, StoredEvent, TenantRole,
+)
+from services.common.errors import InvalidArgumentError, NotFoundError, UnavailableError
+
+MAX_EVENTS_PAGE = 5000
+DEFAULT_EVENTS_PAGE = 500
+MAX_EVENTS_PER_COMMIT = 10_000
+MAX_EVENT_TYPE = 64
+MAX_HOLDER = 255
+MAX_EVENT_PAYLOAD = 4 << 20
+
+
+class RunService:
+    def __init__(self, runs: Any, canvases: Any, sessions: Any, tokens: PageTokenCodec, *,
+                 default_ttl_ms: int, max_ttl_ms: int, max_spec_bytes: int):
+        self._runs = runs
+        self._canvases = canvases
+        self._sessions = sessions
+        self._tokens = tokens
+        self._default_ttl = default_ttl_ms
+        self._max_ttl = max_ttl_ms
+        self._max_spec_bytes = max_spec_bytes
+
+    def create(self, caller: Caller, run: RunRecord, request_id: str) -> RunRecord:
+        validation.request_id(request_id)
+        if run.canvas_id:
+            validation.resource_id(run.canvas_id, "run.canvas_id")
+            canvas = self._canvases.get_canvas(run.canvas_id, with_dsl=False)
+            if canvas is None:
+                raise NotFoundError(f"canvas {run.canvas_id!r} not found", resource_type="canvas",
+                                    resource_name=run.canvas_id)
+            if not caller.is_service:
+                authorize(caller, Action.RUN, canvas_target(canvas))
+        if run.revision_id:
+            validation.resource_id(run.revision_id, "run.revision_id")
+        if run.session_id:
+            validation.resource_id(run.session_id, "run.session_id")
+            found = self._sessions.get(run.session_id, full=False)
+            if found is None:
+                raise NotFoundError(f"session {run.session_id!r} not found", resource_type="session",
+                                    resource_name=run.session_id)
+            if not caller.is_service:
+                authorize(caller, Action.RUN, found[1])
+        spec_size = len(canonical_json(run.spec or {}))
+        if spec_size > self._max_spec_bytes:
+            raise InvalidArgumentError.for_field("run.spec", f"is {spec_size} bytes; at most {self._max_spec_bytes}")
+        record = RunRecord(id=new_id(), tenant_id=caller.tenant_id, creator_id=caller.user_id, canvas_id=run.canvas_id,
+                           revision_id=run.revision_id, session_id=run.session_id, spec=run.spec or {})
+        return self._runs.create(record, request_id)
+
+    def get(self, caller: Caller, run_id: str) -> RunRecord:
+        validation.resource_id(run_id, "id")
+        run = self._runs.get(run_id)
+        if run is None:
+            raise NotFoundError(f"run {run_id!r} not found", resource_type="run", resource_name=run_id)
+        authorize(caller, Action.READ_RUN, _target(run))
+        return run
+
+    def list(self, caller: Caller, *, statuses: list[RunStatus], lease_expired_only: bool, session_id: str,
+             page_size: int, page_token: str) -> Page:
+        size = validation.page_size(page_size)
+        if session_id:
+            validation.resource_id(session_id, "session_id")
+        binding = PageTokenCodec.binding("runs", caller.tenant_id, caller.user_id, caller.is_service,
+                                         sorted(s.value for s in statuses), lease_expired_only, session_id)
+        after = self._tokens.decode(page_token, binding)
+        if after is not None and len(after) != 2:
+            raise InvalidArgumentError.for_field("page_token", "is malformed; start again without it")
+        rows = self._runs.list(all_tenants=caller.is_service, tenant_id=caller.tenant_id, user_id=caller.user_id,
+                               tenant_owner=not caller.is_service and caller.role is TenantRole.OWNER,
+                               statuses=statuses, lease_expired_only=lease_expired_only, session_id=session_id,
+                               after=after, limit=size)
+        token = ""
+        if len(rows) > size:
+            rows = rows[:size]
+            token = self._tokens.encode(binding, [rows[-1].create_time_ms, rows[-1].id])
+        return Page(rows, token)
+
+    def acquire(self, caller: Caller, run_id: str, holder: str, ttl_ms: int) -> RunLease:
+        validation.resource_id(run_id, "run_id")
+        return self._runs.acquire(run_id, _holder(holder), self._ttl(ttl_ms), self._check(caller, Action.WRITE_RUN))
+
+    def renew(self, caller: Caller, run_id: str, holder: str, token: int, ttl_ms: int) -> RunLease:
+        validation.resource_id(run_id, "run_id")
+        return self._runs.renew(run_id, _holder(holder), _token(token), self._ttl(ttl_ms),
+                                self._check(caller, Action.WRITE_RUN))
+
+    def release(self, caller: Caller, run_id: str, token: int) -> None:
+        validation.resource_id(run_id, "run_id")
+        self._runs.release(run_id, _token(token), self._check(caller, Action.WRITE_RUN))
+
+    def commit(self, caller: Caller, commit: RunCommit) -> CommitResult:
+        validation.resource_id(commit.run_id, "run_id")
+        _token(commit.lease_token, "lease_token")
+        if len(commit.events) > MAX_EVENTS_PER_COMMIT:
+            raise InvalidArgumentError.for_field("events", f"at most {MAX_EVENTS_PER_COMMIT} events per commit")
+        for index, event in enumerate(commit.events):
+            if len(event.event_type) > MAX_EVENT_TYPE:
+                raise InvalidArgumentError.for_field(f"events[{index}].event_type", f"longer than {MAX_EVENT_TYPE}")
+            if len(event.payload) > MAX_EVENT_PAYLOAD:
+                raise InvalidArgumentError.for_field(f"events[{index}].payload", f"larger than {MAX_EVENT_PAYLOAD} bytes")
+        for index, step in enumerate(commit.steps):
+            if len(step.node_id) > 255:
+                raise InvalidArgumentError.for_field(f"steps[{index}].node_id", "longer than 255 characters")
+        return self._runs.commit(commit, self._check(caller, Action.WRITE_RUN))
+
+    def list_steps(self, caller: Caller, run_id: str, after_step: int) -> list[RunStep]:
+        self.get_summary(caller, run_id)
+        return self._runs.list_steps(run_id, max(0, after_step))
+
+    def list_events(self, caller: Caller, run_id: str, after_seq: int, page_size: int) -> list[StoredEvent]:
+        size = validation.page_size(page_size, default=DEFAULT_EVENTS_PAGE, maximum=MAX_EVENTS_PAGE)
+        self.get_summary(caller, run_id)
+        return self._runs.events_since(run_id, max(0, after_seq), size)[0]
+
+    def events_since(self, run_id: str, after_seq: int) -> tuple[list[StoredEvent], RunStatus | None]:
+        """For WatchRunEvents after its initial authorisation."""
+        return self._runs.events_since(run_id, after_seq, DEFAULT_EVENTS_PAGE)
+
+    def request_cancel(self, caller: Caller, run_id: str) -> RunRecord:
+        validation.resource_id(run_id, "id")
+        return self._runs.request_cancel(run_id, self._check(caller, Action.WRITE_RUN))
+
+    def get_summary(self, caller: Caller, run_id: str) -> RunRecord:
+        validation.resource_id(run_id, "run_id")
+        run = self._runs.get(run_id, with_spec=False)
+        if run is None:
+            raise NotFoundError(f"run {run_id!r} not found", resource_type="run", resource_name=run_id)
+        authorize(caller, Action.READ_RUN, _target(run))
+        return run
+
+    def _ttl(self, ttl_ms: int) -> int:
+        if ttl_ms < 0:
+            raise InvalidArgumentError.for_field("ttl_ms", "must not be negative")
+        if ttl_ms > self._max_ttl:
+            raise InvalidArgumentError.for_field("ttl_ms", f"must be at most {self._max_ttl} (store.max_lease_ttl_ms)")
+        return ttl_ms or self._default_ttl
+
+    @staticmethod
+    def _check(caller: Caller, action: Action) -> Callable[[Target], None]:
+        return lambda target: authorize(caller, action, target)
+
+
+def _target(run: RunRecord) -> Target:
+    return Target(Kind.RUN, run.tenant_id, run.id, creator_id=run.creator_id)
+
+
+def _holder(holder: str) -> str:
+    if not holder:
+        raise InvalidArgumentError.for_field("holder", "is required (replica identity)")
+    if len(holder) > MAX_HOLDER:
+        raise InvalidArgumentError.for_field("holder", f"longer than {MAX_HOLDER} characters")
+    return holder
+
+
+def _token(token: int, field: str = "token") -> int:
+    if token <= 0:
+        raise InvalidArgumentError.for_field(field, "must be the positive fencing token from AcquireRunLease")
+    return token
+
+
+class RunNotifier:
+    """In-process wake-ups for watchers: a commit in this process wakes them at once; commits made by
+    other store processes are found by polling."""
+
+    def __init__(self) -> None:
+        self._events: weakref.WeakValueDictionary[str, asyncio.Event] = weakref.WeakValueDictionary()
+
+    def waiter(self, run_id: str) -> asyncio.Event:
+        event = self._events.get(run_id)
+        if event is None:
+            event = asyncio.Event()
+            self._events[run_id] = event
+        return event
+
+    def notify(self, run_id: str) -> None:
+        event = self._events.pop(run_id, None)
+        if event is not None:
+            event.set()
+
+
+async def watch_events(fetch: Callable[[int], Awaitable[tuple[list[StoredEvent], RunStatus | None]]],
+                       notifier: RunNotifier, run_id: str, after_seq: int, poll_interval_s: float,
+                       closing: asyncio.Event | None = None) -> AsyncIterator[StoredEvent]:
+    """Replay events after `after_seq`, then follow new ones; stop after the terminal event (or when the
+    run is finished or paused and fully replayed). When the store shuts down the stream fails with UNAVAILABLE so the
+    client reattaches (with the last seq it saw) to another replica."""
+    cursor = max(0, after_seq)
+    while True:
+        if closing is not None and closing.is_set():
+            raise UnavailableError("the store is shutting down; reattach with after_seq", reason="SHUTTING_DOWN")
+        wake = notifier.waiter(run_id)  # taken before reading, so a commit in between is not missed
+        events, status = await fetch(cursor)
+        for event in events:
+            cursor = event.seq
+            yield event
+            if event.terminal:
+                return
+        if events:
+            continue  # a full page may mean more is waiting
+        if status is None or status.is_final or status is RunStatus.PAUSED:
+            return  # caught up with a run that will not produce more events (until it is resumed)
+        try:
+            await asyncio.wait_for(wake.wait(), poll_interval_s)
+        except TimeoutError:
+            pass

@@ -1,0 +1,117 @@
+"""Use cases for conversation sessions and tenant membership."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from services.canvas_store.core import validation
+from services.canvas_store.core.canvases import LATEST, PUBLISHED, canvas_target
+from services.canvas_store.core.dsl import canonical_json
+from services.canvas_store.core.ids import new_id
+from services.canvas_store.core.page_tokens import PageTokenCodec
+from services.canvas_store.core.policy import Action, Caller, Kind, Target, authorize
+from services.canvas_store.core.types import JsonObject, Page, Session, TenantMember
+from services.common.errors import InvalidArgumentError, NotFoundError
+
+MAX_TURN_MESSAGES = 100
+
+
+class SessionService:
+    def __init__(self, canvases: Any, sessions: Any, tenants: Any, tokens: PageTokenCodec, *, max_state_bytes: int):
+        self._canvases = canvases
+        self._sessions = sessions
+        self._tenants = tenants
+        self._tokens = tokens
+        self._max_state_bytes = max_state_bytes
+
+    def create(self, caller: Caller, canvas_id: str, revision_id: str, user_id: str) -> Session:
+        validation.resource_id(canvas_id, "canvas_id")
+        validation.user_id(user_id, "user_id")
+        canvas = self._canvases.get_canvas(canvas_id, with_dsl=False)
+        if canvas is None:
+            raise NotFoundError(f"canvas {canvas_id!r} not found", resource_type="canvas", resource_name=canvas_id)
+        authorize(caller, Action.RUN, canvas_target(canvas))
+        if not revision_id:
+            revision_id = canvas.published_revision_id or canvas.head_revision_id
+        elif revision_id == LATEST:
+            revision_id = canvas.head_revision_id
+        elif revision_id == PUBLISHED:
+            if not canvas.published_revision_id:
+                raise InvalidArgumentError.for_field("revision_id", "the canvas has no published revision")
+            revision_id = canvas.published_revision_id
+        else:
+            validation.resource_id(revision_id, "revision_id")
+            if self._canvases.get_revision(canvas_id, revision_id) is None:
+                raise NotFoundError(f"revision {revision_id!r} of canvas {canvas_id!r} not found",
+                                    resource_type="revision", resource_name=revision_id)
+        session = Session(id=new_id(), tenant_id=canvas.tenant_id, canvas_id=canvas_id, revision_id=revision_id,
+                          user_id=user_id, creator_id=caller.user_id, history=[], state={})
+        return self._sessions.insert(session)
+
+    def get(self, caller: Caller, session_id: str) -> Session:
+        return self._load(caller, session_id, Action.READ)
+
+    def list(self, caller: Caller, *, canvas_id: str, user_id: str, page_size: int, page_token: str) -> Page:
+        size = validation.page_size(page_size)
+        if canvas_id:
+            self._canvas_for(caller, canvas_id)
+        validation.user_id(user_id, "user_id")
+        binding = PageTokenCodec.binding("sessions", caller.tenant_id, caller.user_id, canvas_id, user_id)
+        after = self._tokens.decode(page_token, binding)
+        if after is not None and len(after) != 2:
+            raise InvalidArgumentError.for_field("page_token", "is malformed; start again without it")
+        rows = self._sessions.list(tenant_id=caller.tenant_id, user_id=caller.user_id, is_member=caller.is_member,
+                                   canvas_id=canvas_id, end_user_id=user_id, after=after, limit=size)
+        token = ""
+        if len(rows) > size:
+            rows = rows[:size]
+            token = self._tokens.encode(binding, [rows[-1].create_time_ms, rows[-1].id])
+        return Page(rows, token)
+
+    def delete(self, caller: Caller, session_id: str) -> None:
+        self._load(caller, session_id, Action.DELETE_SESSION, full=False)
+        self._sessions.delete(session_id)
+
+    def append_turn(self, caller: Caller, session_id: str, messages: list[JsonObject], state: JsonObject | None,
+                    etag: str) -> Session:
+        if len(messages) > MAX_TURN_MESSAGES:
+            raise InvalidArgumentError.for_field("messages", f"at most {MAX_TURN_MESSAGES} messages per turn")
+        for index, message in enumerate(messages):
+            if not isinstance(message.get("role"), str):
+                raise InvalidArgumentError.for_field(f"messages[{index}].role", "is required (user, assistant, ...)")
+        size = len(canonical_json({"messages": messages, "state": state}))
+        if size > self._max_state_bytes:
+            raise InvalidArgumentError.for_field("state", f"turn and state are {size} bytes; at most {self._max_state_bytes}")
+        self._load(caller, session_id, Action.RUN, full=False)
+        return self._sessions.append_turn(session_id, etag or None, messages, state)
+
+    # ---- tenancy ---------------------------------------------------------------------------------
+
+    def add_member(self, caller: Caller, user_id: str) -> TenantMember:
+        if not user_id:
+            raise InvalidArgumentError.for_field("user_id", "is required")
+        validation.user_id(user_id, "user_id")
+        authorize(caller, Action.MANAGE_TENANT, Target(Kind.TENANT, caller.tenant_id, caller.tenant_id))
+        return self._tenants.add_member(caller.tenant_id, user_id)
+
+    def list_members(self, caller: Caller) -> list[TenantMember]:
+        authorize(caller, Action.READ_TENANT, Target(Kind.TENANT, caller.tenant_id, caller.tenant_id))
+        return self._tenants.list_members(caller.tenant_id)
+
+    # ---- helpers ---------------------------------------------------------------------------------
+
+    def _canvas_for(self, caller: Caller, canvas_id: str) -> None:
+        validation.resource_id(canvas_id, "canvas_id")
+        canvas = self._canvases.get_canvas(canvas_id, with_dsl=False)
+        if canvas is None:
+            raise NotFoundError(f"canvas {canvas_id!r} not found", resource_type="canvas", resource_name=canvas_id)
+        authorize(caller, Action.READ, canvas_target(canvas))
+
+    def _load(self, caller: Caller, session_id: str, action: Action, *, full: bool = True) -> Session:
+        validation.resource_id(session_id, "id")
+        found = self._sessions.get(session_id, full=full)
+        if found is None:
+            raise NotFoundError(f"session {session_id!r} not found", resource_type="session", resource_name=session_id)
+        session, target = found
+        authorize(caller, action, target)
+        return session

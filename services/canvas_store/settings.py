@@ -1,0 +1,65 @@
+"""Typed settings of the canvas store, parsed from the `store` section of the config file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from services.common.errors import InvalidArgumentError
+from services.common.settings import Config
+
+DEFAULT_MAX_DSL_BYTES = 8 << 20
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    database_url: str
+    """SQLAlchemy URL. Default sqlite:///<data_dir>/store.db; postgresql+psycopg://..., mysql+pymysql://..."""
+    keep_draft_revisions: int = 20
+    """Unpublished revisions kept per canvas besides released, head and session-pinned ones."""
+    session_history_max: int = 50
+    """Messages kept in a session's history; older ones are dropped on append."""
+    max_dsl_bytes: int = DEFAULT_MAX_DSL_BYTES
+    """Largest accepted DSL (canonical JSON bytes)."""
+    page_token_secret: str = ""
+    """HMAC key for page tokens; empty = a random key generated once and kept in the database."""
+    page_token_ttl_s: int = 3 * 24 * 3600
+    db_pool_size: int = 8
+    """Threads doing blocking DB work, and connections in the pool."""
+    watch_poll_interval_ms: int = 200
+    """How often WatchRunEvents polls the DB for events written by other store processes."""
+    idempotency_ttl_s: int = 24 * 3600
+    """request_id keys are kept at least this long (AIP-155 asks for 60 minutes or more)."""
+    default_lease_ttl_ms: int = 15_000
+    max_lease_ttl_ms: int = 600_000
+    auto_migrate: bool = True
+    """Apply Alembic migrations at start-up."""
+    seed_templates: bool = True
+    """Load the bundled RAGFlow templates at start-up (idempotent)."""
+
+    @classmethod
+    def from_config(cls, config: Config) -> "StoreSettings":
+        section: dict[str, Any] = config.section("store")
+        url = str(section.get("database_url") or f"sqlite:///{config.data_dir / 'store.db'}")
+
+        def positive(key: str, default: int, minimum: int = 1) -> int:
+            value = section.get(key, default)
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise InvalidArgumentError.for_field(f"store.{key}", f"must be an integer >= {minimum}")
+            return value
+
+        return cls(
+            database_url=url,
+            keep_draft_revisions=positive("keep_draft_revisions", 20),
+            session_history_max=positive("session_history_max", 50),
+            max_dsl_bytes=positive("max_dsl_bytes", DEFAULT_MAX_DSL_BYTES),
+            page_token_secret=str(section.get("page_token_secret") or ""),
+            page_token_ttl_s=positive("page_token_ttl_s", 3 * 24 * 3600),
+            db_pool_size=positive("db_pool_size", 8),
+            watch_poll_interval_ms=positive("watch_poll_interval_ms", 200, minimum=10),
+            idempotency_ttl_s=positive("idempotency_ttl_s", 24 * 3600, minimum=3600),
+            default_lease_ttl_ms=positive("default_lease_ttl_ms", 15_000, minimum=100),
+            max_lease_ttl_ms=positive("max_lease_ttl_ms", 600_000, minimum=100),
+            auto_migrate=bool(section.get("auto_migrate", True)),
+            seed_templates=bool(section.get("seed_templates", True)),
+        )

@@ -1,0 +1,1 @@
+"""Bundled RAGFlow canvas templates (package data; see NOTICE)."""

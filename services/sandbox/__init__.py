@@ -1,0 +1,1 @@
+"""sandbox: runs untrusted Python and JavaScript in isolation and streams the output."""

@@ -1,0 +1,1 @@
+"""Technology adapters of the sandbox: cgroups, seccomp, bubblewrap, the Docker API, the pools."""

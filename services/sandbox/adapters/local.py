@@ -1,0 +1,457 @@
+"""`local` backend: bubblewrap + cgroups + rlimits + seccomp, with warm single-use worker pools.
+
+One worker = one process chain, all started with an EMPTY environment (so nothing of the server's
+environment is visible, not even through /proc/1/environ):
+
+    sh (as root: joins the worker's cgroups, then exec)
+      -> prlimit (rlimits; hard limits at the caps for Python, at the job's values for Node)
+      -> setpriv (uid/gid 65534, no groups, no_new_privs, no capabilities)
+      -> bwrap (unprivileged: new user, pid, net, ipc, uts, cgroup and mount namespaces; /usr and the
+                runner read-only; tmpfs /tmp; the worker's own directory at /work; seccomp from an fd)
+      -> python3 -I -S -B -u python_runner.py  |  node node_runner.js   (blocks reading the job)
+
+The job arrives on stdin (closed after the job, so job code sees EOF), stdout/stderr are pipes
+streamed as they are written, and the runner's status record comes back on a separate pipe (fd).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import shutil
+import signal
+import stat
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from services.common.errors import FailedPreconditionError
+from services.sandbox.adapters.artifact_files import read_output_dir
+from services.sandbox.adapters.cgroups import CgroupLayout, CgroupUnavailableError, JobCgroup, owner_alive
+from services.sandbox.adapters.pool import WarmPool
+from services.sandbox.adapters.seccomp import build_filter_bpf
+from services.sandbox.core.artifacts import OUTPUT_DIR_NAME
+from services.sandbox.core.models import Collected, JobSpec, Limits, RawExit, RuntimeInfo, LANGUAGE_ALIASES
+from services.sandbox.core.settings import SandboxSettings
+
+logger = logging.getLogger(__name__)
+
+SANDBOX_UID = 65534
+RUNNER_SOURCE = Path(__file__).parent / "runner"
+RUNNER_MOUNT = "/opt/agentcanvas/runner"
+PYTHON_PATH_MOUNT = "/opt/agentcanvas/python"
+MAX_STATUS_BYTES = 16 << 20
+READY = b"READY\n"
+SPAWN_TIMEOUT_S = 60.0
+READ_CHUNK = 1 << 16
+# sh joins the cgroups named before "--" and execs the rest; no environment, absolute paths only.
+JOIN_CGROUPS = 'unset PWD OLDPWD; for f in "$@"; do if [ "$f" = "--" ]; then break; fi; echo $$ > "$f" || exit 125; shift; done; shift; exec "$@"'
+
+
+def _traversable_by_others(path: Path, readable: bool = True) -> bool:
+    """Can uid 65534 reach `path` (o+x on it and every ancestor, plus o+r on it when `readable`)?"""
+    current = path.resolve()
+    for part in [current, *current.parents]:
+        mode = part.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            return False
+    return not readable or bool(current.stat().st_mode & stat.S_IROTH)
+
+
+@dataclass
+class LocalWorker:
+    name: str
+    language: str
+    rlimits: tuple[int, int, int]
+    process: asyncio.subprocess.Process
+    cgroup: JobCgroup
+    directory: Path
+    status: "StatusChannel"
+
+    def alive(self) -> bool:
+        return self.process.returncode is None
+
+
+@dataclass
+class LocalRunningJob:
+    worker: LocalWorker
+    backend: "LocalBackend"
+    status_task: asyncio.Task[bytes] | None = None
+    _killed: bool = False
+    _cleaned: bool = False
+    _readers: list[asyncio.Task[None]] = field(default_factory=list)
+
+    async def output(self) -> AsyncIterator[tuple[str, bytes]]:
+        queue: asyncio.Queue[tuple[str, bytes | None]] = asyncio.Queue()
+
+        async def read(name: str, stream: asyncio.StreamReader) -> None:
+            try:
+                while chunk := await stream.read(READ_CHUNK):
+                    queue.put_nowait((name, chunk))
+            finally:
+                queue.put_nowait((name, None))
+
+        process = self.worker.process
+        assert process.stdout is not None and process.stderr is not None
+        self._readers = [asyncio.create_task(read("stdout", process.stdout)),
+                         asyncio.create_task(read("stderr", process.stderr))]
+        open_streams = 2
+        try:
+            while open_streams:
+                name, chunk = await queue.get()
+                if chunk is None:
+                    open_streams -= 1
+                else:
+                    yield name, chunk
+        finally:
+            for reader in self._readers:
+                reader.cancel()
+            # Keep reading (and dropping) until EOF: asyncio only reports the process as exited once
+            # its pipes are closed, and it stops reading a pipe whose buffer is full.
+            self._readers = [asyncio.create_task(_discard_until_eof(process.stdout)),
+                             asyncio.create_task(_discard_until_eof(process.stderr))]
+
+    async def wait(self) -> RawExit:
+        code = await self.worker.process.wait()
+        if code < 0:
+            return RawExit(code, -code)
+        if 128 < code < 128 + 65:  # bwrap reports a signalled child as 128 + signal
+            return RawExit(code, code - 128)
+        return RawExit(code, 0)
+
+    async def kill(self) -> None:
+        self._killed = True
+        with contextlib.suppress(ProcessLookupError):
+            self.worker.process.send_signal(signal.SIGKILL)
+        self.worker.cgroup.kill_all()
+
+    async def memory_exceeded(self) -> bool:
+        return self.worker.cgroup.oom_kills() > 0
+
+    async def collect(self, max_artifacts: int, max_artifact_bytes: int) -> Collected:
+        status = None
+        if self.status_task is not None:
+            raw = await self.status_task
+            with contextlib.suppress(ValueError):
+                parsed = json.loads(raw) if raw else None
+                status = parsed if isinstance(parsed, dict) else None
+        artifacts = await asyncio.to_thread(
+            read_output_dir, self.worker.directory / OUTPUT_DIR_NAME, max_artifacts, max_artifact_bytes
+        )
+        return Collected(status=status, artifacts=artifacts)
+
+    async def cleanup(self) -> None:
+        if self._cleaned:
+            return
+        self._cleaned = True
+        if self.status_task is not None:
+            self.status_task.cancel()
+        await self.backend.discard(self.worker)
+        pool = self.backend.pools.get(self.worker.language)
+        if pool is not None:
+            pool.replenish()
+
+
+class LocalBackend:
+    """bubblewrap sandboxes on this host. Needs root (cgroups) and unprivileged user namespaces."""
+
+    name = "local"
+
+    def __init__(self, settings: SandboxSettings) -> None:
+        self.settings = settings
+        self.work_root = settings.work_root_path
+        self.jobs_dir = self.work_root / "jobs"
+        self.runner_dir = self.work_root / "runner"
+        self.layout: CgroupLayout | None = None
+        self.pools: dict[str, WarmPool[LocalWorker]] = {}
+        self._versions: dict[str, str] = {}
+        self._bpf = b""
+        self._python_paths: list[str] = []
+        self._live: set[str] = set()
+        self._reaper: asyncio.Task[None] | None = None
+        self._bwrap = shutil.which("bwrap") or "/usr/bin/bwrap"
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        for tool in (self._bwrap, "/usr/bin/setpriv", "/usr/bin/prlimit", "/bin/sh"):
+            if not os.access(tool, os.X_OK):
+                raise FailedPreconditionError(f"local sandbox needs {tool} (apt-get install -y bubblewrap util-linux)")
+        if os.geteuid() != 0:
+            raise FailedPreconditionError("the local sandbox backend must run as root (it creates cgroups)")
+        try:
+            self.layout = await asyncio.to_thread(CgroupLayout.detect)
+        except CgroupUnavailableError as exc:
+            raise FailedPreconditionError(f"local sandbox: {exc}") from exc
+        self._bpf = build_filter_bpf()
+        await asyncio.to_thread(self._prepare_dirs)
+        self._versions = await self._probe_versions()
+        await self.reap()
+        for language, size in self.settings.pool.items():
+            if language in self._versions:
+                pool = WarmPool(f"local-{language}", size, lambda lang=language: self._spawn(lang),
+                                self.discard, LocalWorker.alive)
+                self.pools[language] = pool
+                pool.start()
+        self._reaper = asyncio.create_task(self._reap_forever())
+        logger.info("local sandbox ready: cgroup v%d, runtimes %s", self.layout.version, self._versions)
+
+    async def stop(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+        for pool in self.pools.values():
+            await pool.close()
+
+    def _prepare_dirs(self) -> None:
+        for directory in (self.work_root, self.jobs_dir):
+            directory.mkdir(parents=True, exist_ok=True)
+            os.chmod(directory, 0o711)  # uid 65534 may pass through, not list
+        if not _traversable_by_others(self.jobs_dir, readable=False):
+            raise FailedPreconditionError(f"sandbox.work_root {self.work_root} must be reachable by uid {SANDBOX_UID}")
+        staging = self.work_root / f".runner-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        shutil.copytree(RUNNER_SOURCE, staging, ignore=shutil.ignore_patterns("__pycache__", "__init__.py"))
+        for path in [staging, *staging.iterdir()]:
+            os.chmod(path, 0o755 if path.is_dir() else 0o644)
+        if self.runner_dir.exists():
+            shutil.rmtree(self.runner_dir, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            staging.rename(self.runner_dir)
+        if not self.runner_dir.exists():
+            raise FailedPreconditionError(f"could not install the sandbox runner under {self.runner_dir}")
+        self._python_paths = []
+        for raw in self.settings.python_paths:
+            path = Path(raw)
+            if path.is_dir() and _traversable_by_others(path):
+                self._python_paths.append(str(path.resolve()))
+            else:
+                logger.warning("sandbox.python_paths entry %s is not readable by uid %d; not mounted", raw, SANDBOX_UID)
+
+    async def _probe_versions(self) -> dict[str, str]:
+        probes = {
+            "python": [self.settings.python, "-I", "-S", "-c", "import platform; print(platform.python_version())"],
+            "nodejs": [self.settings.node, "--version"],
+        }
+        versions: dict[str, str] = {}
+        for language, argv in probes.items():
+            if not Path(argv[0]).resolve().is_relative_to("/usr"):
+                logger.warning("%s interpreter %s is outside /usr, which is all a job sees; disabled", language, argv[0])
+                continue
+            try:
+                process = await asyncio.create_subprocess_exec(*argv, env={}, stdout=asyncio.subprocess.PIPE,
+                                                               stderr=asyncio.subprocess.DEVNULL)
+            except OSError as exc:
+                logger.warning("%s runtime unavailable: %s", language, exc)
+                continue
+            out, _ = await process.communicate()
+            if process.returncode == 0:
+                versions[language] = out.decode().strip().lstrip("v")
+        return versions
+
+    def runtimes(self) -> list[RuntimeInfo]:
+        return [RuntimeInfo(language, LANGUAGE_ALIASES[language], version, self.name)
+                for language, version in sorted(self._versions.items())]
+
+    # ---- workers ---------------------------------------------------------------------------------
+
+    def _rlimits(self, language: str, limits: Limits) -> tuple[int, int, int]:
+        """(cpu seconds, file size, open files) the launcher sets as HARD limits."""
+        if language == "python":
+            limits = self.settings.caps  # the Python runner lowers them to the job's own values
+        return (max(1, -(-limits.cpu_time_ms // 1000)), limits.file_size_bytes, limits.open_files)
+
+    def _argv(self, worker_name: str, language: str, rlimits: tuple[int, int, int], cgroup: JobCgroup,
+              directory: Path, seccomp_fd: int, status_fd: int) -> list[str]:
+        cpu, fsize, nofile = rlimits
+        bwrap = [
+            self._bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
+            "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/work", "--setenv", "TMPDIR", "/tmp",
+            "--setenv", "LANG", "C.UTF-8", "--setenv", "MPLBACKEND", "Agg", "--setenv", "MPLCONFIGDIR", "/tmp/.matplotlib",
+            "--setenv", "OUTPUT_DIR", f"/work/{OUTPUT_DIR_NAME}",
+            "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+            "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
+            "--ro-bind", str(self.runner_dir), RUNNER_MOUNT,
+            "--ro-bind-try", "/etc/fonts", "/etc/fonts",  # matplotlib runs fc-list
+            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--bind", str(directory), "/work", "--chdir", "/work",
+            "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", "sandbox", "--cap-drop", "ALL",
+            "--seccomp", str(seccomp_fd),
+        ]
+        mounted_paths: list[str] = []
+        for index, path in enumerate(self._python_paths if language == "python" else []):
+            target = f"{PYTHON_PATH_MOUNT}/{index}"
+            bwrap += ["--ro-bind", path, target]
+            mounted_paths.append(target)
+        if language == "python":
+            program = [self.settings.python, "-I", "-S", "-B", "-u", f"{RUNNER_MOUNT}/python_runner.py",
+                       "--job", "fd:0", "--status", f"fd:{status_fd}", "--path", *mounted_paths]
+        else:
+            heap_mb = max(64, self.settings.caps.memory_bytes >> 20)  # above any cgroup limit: the cgroup OOM-kills first
+            program = [self.settings.node, f"--max-old-space-size={heap_mb}", f"{RUNNER_MOUNT}/node_runner.js",
+                       "--job", "fd:0", "--status", f"fd:{status_fd}"]
+        return [
+            "/bin/sh", "-c", JOIN_CGROUPS, "sh", *cgroup.procs_files(), "--",
+            "/usr/bin/prlimit", f"--cpu={cpu}:{cpu + 1}", f"--fsize={fsize}", f"--nofile={nofile}", "--core=0",
+            "/usr/bin/setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups",
+            "--no-new-privs", "--inh-caps=-all",
+            *bwrap, "--", *program,
+        ]
+
+    async def _spawn(self, language: str, limits: Limits | None = None) -> LocalWorker:
+        assert self.layout is not None
+        name = f"sbx-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        self._live.add(name)  # before anything exists, so a concurrent reaper never takes it
+        rlimits = self._rlimits(language, limits or self.settings.defaults)
+        directory = self.jobs_dir / name
+        directory.mkdir(mode=0o700)
+        os.chown(directory, SANDBOX_UID, SANDBOX_UID)
+        cgroup = self.layout.create(name)
+        defaults = self.settings.defaults
+        cgroup.set_limits(defaults.memory_bytes, defaults.pids, self.settings.cpu_quota_cores)
+        seccomp_read, seccomp_write = os.pipe()
+        os.write(seccomp_write, self._bpf)
+        os.close(seccomp_write)
+        status_read, status_write = os.pipe()
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *self._argv(name, language, rlimits, cgroup, directory, seccomp_read, status_write),
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                pass_fds=(seccomp_read, status_write), env={}, cwd="/", start_new_session=True,
+            )
+        except OSError:
+            os.close(status_read)
+            self._live.discard(name)
+            raise
+        finally:
+            os.close(seccomp_read)
+            os.close(status_write)
+        channel = StatusChannel(status_read)
+        worker = LocalWorker(name, language, rlimits, process, cgroup, directory, channel)
+        try:
+            await channel.open()
+            # Ready = the interpreter has started and blocks reading its job; only then is it "warm".
+            await asyncio.wait_for(channel.wait_ready(), timeout=SPAWN_TIMEOUT_S)
+        except (asyncio.TimeoutError, asyncio.IncompleteReadError, OSError) as exc:
+            stderr = b""
+            await self.discard(worker)
+            if process.stderr is not None:
+                stderr = await process.stderr.read(2000)
+            raise RuntimeError(f"sandbox worker did not start: {exc!r} {stderr.decode(errors='replace')}") from exc
+        return worker
+
+    async def discard(self, worker: LocalWorker) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            worker.process.send_signal(signal.SIGKILL)
+        worker.status.close()
+        await worker.process.wait()
+        removed = await asyncio.to_thread(self._remove_worker_files, worker.cgroup, worker.directory)
+        if removed:
+            self._live.discard(worker.name)
+
+    @staticmethod
+    def _remove_worker_files(cgroup: JobCgroup, directory: Path) -> bool:
+        shutil.rmtree(directory, ignore_errors=True)
+        return cgroup.remove()
+
+    # ---- jobs ------------------------------------------------------------------------------------
+
+    async def launch(self, job: JobSpec) -> LocalRunningJob:
+        language = job.language
+        pool = self.pools.get(language)
+        if language == "python" or self._rlimits(language, job.limits) == self._rlimits(language, self.settings.defaults):
+            worker = await pool.take() if pool is not None else await self._spawn(language)
+        else:
+            worker = await self._spawn(language, job.limits)  # Node cannot lower its own rlimits: cold start
+        running = LocalRunningJob(worker, self)
+        try:
+            worker.cgroup.set_limits(job.limits.memory_bytes, job.limits.pids, self.settings.cpu_quota_cores)
+            running.status_task = asyncio.create_task(worker.status.read_rest())
+            payload = json.dumps({
+                "code": job.code, "arguments": job.arguments, "mode": job.mode.value,
+                "limits": {"cpu_time_ms": job.limits.cpu_time_ms, "file_size_bytes": job.limits.file_size_bytes,
+                           "open_files": job.limits.open_files},
+                "output_dir": OUTPUT_DIR_NAME,
+            }).encode()
+            stdin = worker.process.stdin
+            assert stdin is not None
+            stdin.write(payload)
+            with contextlib.suppress(ConnectionError):
+                await stdin.drain()
+            stdin.close()
+        except BaseException:
+            await running.kill()
+            await running.cleanup()
+            raise
+        return running
+
+    # ---- reaping ---------------------------------------------------------------------------------
+
+    async def reap(self) -> int:
+        return await asyncio.to_thread(self._reap_once)
+
+    def _reap_once(self) -> int:
+        assert self.layout is not None
+        removed = 0
+        for name in self.layout.children():
+            if name in self._live or (owner_alive(name) and name.split("-")[1] != str(os.getpid())):
+                continue
+            if self.layout.attach(name).remove(attempts=5):
+                removed += 1
+        if self.jobs_dir.is_dir():
+            for entry in self.jobs_dir.iterdir():
+                name = entry.name
+                if name in self._live or (owner_alive(name) and name.split("-")[1] != str(os.getpid())):
+                    continue
+                shutil.rmtree(entry, ignore_errors=True)
+                removed += 1
+        if removed:
+            logger.info("sandbox reaper removed %d stale cgroups/directories", removed)
+        return removed
+
+    async def _reap_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.reap_interval_s)
+            await self.reap()
+
+
+async def _discard_until_eof(stream: asyncio.StreamReader) -> None:
+    while await stream.read(READ_CHUNK):
+        pass
+
+
+class StatusChannel:
+    """The host end of the runner's status pipe: first READY, later one JSON status record."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd: int | None = fd
+        self._reader = asyncio.StreamReader(limit=MAX_STATUS_BYTES)
+        self._transport: asyncio.BaseTransport | None = None
+
+    async def open(self) -> None:
+        fd, self._fd = self._fd, None
+        assert fd is not None
+        loop = asyncio.get_running_loop()
+        protocol = asyncio.StreamReaderProtocol(self._reader)
+        self._transport, _ = await loop.connect_read_pipe(lambda: protocol, os.fdopen(fd, "rb", buffering=0))
+
+    async def wait_ready(self) -> None:
+        if await self._reader.readexactly(len(READY)) != READY:
+            raise OSError("unexpected first bytes on the status channel")
+
+    async def read_rest(self) -> bytes:
+        """Everything up to EOF (all writers gone) or the cap."""
+        chunks: list[bytes] = []
+        total = 0
+        while total < MAX_STATUS_BYTES and (chunk := await self._reader.read(READ_CHUNK)):
+            chunks.append(chunk)
+            total += len(chunk)
+        return b"".join(chunks)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        if self._transport is not None:
+            self._transport.close()

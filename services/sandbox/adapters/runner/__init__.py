@@ -1,0 +1,1 @@
+"""Scripts that run INSIDE the sandbox (bind-mounted read-only or copied into a container)."""

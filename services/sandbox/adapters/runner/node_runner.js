@@ -1,0 +1,116 @@
+// Runs inside the sandbox under Node, as uid 65534, with no network. Started ahead of time by the
+// warm pool, it blocks reading one job (JSON) until EOF, runs it once, and writes a status record to
+// a separate channel (an inherited fd or a file), never in-band on stdout. rlimits are applied by the
+// launcher (Node cannot lower its own).
+//
+// argv: --job (fd:N | file:PATH) --status (fd:N | file:PATH)
+'use strict';
+const fs = require('fs');
+const Module = require('module');
+
+function parseArgv(argv) {
+  const options = {};
+  for (let i = 0; i < argv.length; i += 2) options[argv[i].replace(/^--/, '')] = argv[i + 1];
+  return options;
+}
+
+function readJob(spec) {
+  const [kind, where] = [spec.slice(0, spec.indexOf(':')), spec.slice(spec.indexOf(':') + 1)];
+  if (kind === 'fd') {
+    const fd = Number(where);
+    const chunks = [];
+    const buffer = Buffer.alloc(1 << 16);
+    for (;;) {
+      let n;
+      try {
+        n = fs.readSync(fd, buffer, 0, buffer.length, null);
+      } catch (err) {
+        if (err.code === 'EAGAIN') continue;
+        throw err;
+      }
+      if (n === 0) break;
+      chunks.push(Buffer.from(buffer.subarray(0, n)));
+    }
+    if (fd !== 0) fs.closeSync(fd);  // stdin stays open at EOF: code that reads it gets nothing
+    return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+  }
+  const job = JSON.parse(fs.readFileSync(where, 'utf8'));
+  fs.unlinkSync(where);
+  return job;
+}
+
+function statusWriter(spec) {
+  const [kind, where] = [spec.slice(0, spec.indexOf(':')), spec.slice(spec.indexOf(':') + 1)];
+  const fd = kind === 'fd' ? Number(where) : fs.openSync(where, 'w', 0o600);
+  if (kind === 'fd') fs.writeSync(fd, 'READY\n');  // the pool's signal that this runtime is up and waiting
+  let written = false;
+  return (record) => {
+    if (written) return;
+    written = true;
+    try {
+      fs.writeSync(fd, JSON.stringify(record));
+      fs.closeSync(fd);
+    } catch (err) {
+      // the job closed the channel itself; nothing to report
+    }
+  };
+}
+
+function errorRecord(err) {
+  const type = err && err.constructor && err.constructor.name ? err.constructor.name : 'Error';
+  const message = err && err.message !== undefined ? String(err.message) : String(err);
+  return { ok: false, error: { type, message: message.slice(0, 2000) } };
+}
+
+function main() {
+  // Blocking stdout/stderr: when the reader is slow (a container engine's exec stream), a non-blocking
+  // pipe would make Node queue output in memory without bound instead of waiting.
+  for (const stream of [process.stdout, process.stderr]) {
+    if (stream._handle && typeof stream._handle.setBlocking === 'function') stream._handle.setBlocking(true);
+  }
+  const options = parseArgv(process.argv.slice(2));
+  const writeStatus = statusWriter(options.status);
+  const job = readJob(options.job);
+  fs.mkdirSync(job.output_dir || 'artifacts', { recursive: true });
+  const mode = job.mode || 'auto';
+  const filename = process.cwd() + '/main.js';
+  const fail = (err) => {
+    process.stderr.write((err && err.stack ? err.stack : String(err)) + '\n');
+    writeStatus(errorRecord(err));
+    process.exitCode = 1;
+  };
+  process.on('uncaughtException', (err) => { fail(err); process.exit(1); });
+  process.on('unhandledRejection', (err) => { fail(err); process.exit(1); });
+  process.on('exit', (code) => { if (code === 0) writeStatus({ ok: true }); });
+  let exported;
+  try {
+    const mod = new Module(filename, null);
+    mod.filename = filename;
+    mod.paths = Module._nodeModulePaths(process.cwd());
+    const tail = "\n;if (typeof main === 'function' && module.exports.main === undefined) module.exports.main = main;\n";
+    mod._compile(job.code + tail, filename);
+    exported = mod.exports;
+  } catch (err) {
+    fail(err);
+    return;
+  }
+  const entry = exported && exported.main;
+  if (mode === 'main' && typeof entry !== 'function') {
+    fail(new ReferenceError('the code must define main(arguments) in MAIN_FUNCTION mode'));
+    return;
+  }
+  if (mode === 'script' || typeof entry !== 'function') return;
+  Promise.resolve()
+    .then(() => entry(job.arguments || {}))
+    .then((value) => {
+      let text;
+      try {
+        text = JSON.stringify(value === undefined ? null : value);
+      } catch (err) {
+        text = JSON.stringify(String(value));
+      }
+      writeStatus({ ok: true, result: text === undefined ? 'null' : text });
+    }, fail);
+}
+
+main();

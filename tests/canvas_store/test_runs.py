@@ -1,0 +1,271 @@
+"""Durable run state: idempotent records, leases with fencing, atomic commits, seq, watch, cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import grpc
+from agentcanvas.v1 import canvas_store_pb2 as pb
+from agentcanvas.v1 import canvas_store_pb2_grpc
+from agentcanvas.v1 import common_pb2
+
+from services.canvas_store.app import build_service
+from services.common.auth import TokenAuthenticator
+from services.common.bootstrap import start_server
+from services.common.clients import create_channel
+from services.common.structs import from_struct, to_struct
+from tests.canvas_store.conftest import Client, create_canvas, expect_code, store_config
+
+RUNNING = common_pb2.RUN_STATUS_RUNNING
+SUCCEEDED = common_pb2.RUN_STATUS_SUCCEEDED
+
+
+def _events(*kinds: str, terminal_last: bool = False) -> list[pb.StoredRunEvent]:
+    return [pb.StoredRunEvent(event_type=kind, payload=f"{kind}-payload".encode(),
+                              terminal=terminal_last and i == len(kinds) - 1) for i, kind in enumerate(kinds)]
+
+
+async def _new_run(store, request_id: str = "") -> pb.RunRecord:
+    canvas = await create_canvas(store.alice)
+    run = pb.RunRecord(canvas_id=canvas.id, revision_id=canvas.head_revision_id)
+    run.spec.CopyFrom(to_struct({"query": "hello", "inputs": {"n": 1}}))
+    return await store.alice.CreateRunRecord(pb.CreateRunRecordRequest(run=run, request_id=request_id))
+
+
+async def test_create_run_is_idempotent(store):
+    first = await _new_run(store, request_id=f"run-req-{time.time_ns()}")
+    assert first.status == common_pb2.RUN_STATUS_PENDING and first.last_seq == 0
+    assert from_struct(first.spec) == {"query": "hello", "inputs": {"n": 1}}
+    again = await store.alice.CreateRunRecord(pb.CreateRunRecordRequest(
+        run=pb.RunRecord(canvas_id=first.canvas_id), request_id=f"run-req-{first.id}"))
+    assert again.id != first.id  # another key, another run
+    replay = await store.alice.CreateRunRecord(pb.CreateRunRecordRequest(
+        run=pb.RunRecord(canvas_id=first.canvas_id), request_id=f"run-req-{first.id}"))
+    assert replay.id == again.id
+
+
+async def test_lease_is_exclusive_and_fenced(store):
+    run = await _new_run(store)
+    lease = await store.alice.AcquireRunLease(pb.AcquireRunLeaseRequest(run_id=run.id, holder="a", ttl_ms=60_000))
+    assert lease.token == 1 and lease.holder == "a"
+    await expect_code(store.alice.AcquireRunLease(pb.AcquireRunLeaseRequest(run_id=run.id, holder="b")),
+                      grpc.StatusCode.ABORTED)
+    renewed = await store.alice.RenewRunLease(pb.RenewRunLeaseRequest(run_id=run.id, holder="a", token=1, ttl_ms=60_000))
+    assert renewed.expire_time.ToMilliseconds() >= lease.expire_time.ToMilliseconds()
+    await expect_code(store.alice.RenewRunLease(pb.RenewRunLeaseRequest(run_id=run.id, holder="b", token=1)),
+                      grpc.StatusCode.ABORTED)
+    await store.alice.ReleaseRunLease(pb.ReleaseRunLeaseRequest(run_id=run.id, token=1))
+    second = await store.alice.AcquireRunLease(pb.AcquireRunLeaseRequest(run_id=run.id, holder="b"))
+    assert second.token == 2
+    # The old holder is fenced off everywhere.
+    await expect_code(store.alice.CommitRunStep(pb.CommitRunStepRequest(run_id=run.id, lease_token=1,
+                                                                        events=_events("x"))), grpc.StatusCode.ABORTED)
+    await expect_code(store.alice.RenewRunLease(pb.RenewRunLeaseRequest(run_id=run.id, holder="a", token=1)),
+                      grpc.StatusCode.ABORTED)
+    await expect_code(store.alice.ReleaseRunLease(pb.ReleaseRunLeaseRequest(run_id=run.id, token=1)),
+                      grpc.StatusCode.ABORTED)
+    got = await store.alice.GetRunRecord(pb.GetRunRecordRequest(id=run.id))
+    assert got.last_seq == 0 and got.lease.holder == "b" and got.lease.token == 2
+
+
+async def test_expired_lease_can_be_taken_over(store):
+    run = await _new_run(store)
+    old = await store.service.AcquireRunLease(pb.AcquireRunLeaseRequest(run_id=run.id, holder="dying", ttl_ms=150))
+    await store.service.CommitRunStep(pb.CommitRunStepRequest(run_id=run.id, lease_token=old.token,
+                                                              events=_events("workflow_started"), status=RUNNING))
+    deadline = time.monotonic() + 10
+    while True:  # poll until the lease shows up as expired (no fixed sleep)
+        expired = await store.service.ListRunRecords(pb.ListRunRecordsRequest(
+            statuses=[RUNNING], lease_expired_only=True, page_size=100))
+        if run.id in [r.id for r in expired.runs]:
+            break
+        assert time.monotonic() < deadline, "lease never expired"
+        await asyncio.sleep(0.05)
+    new = await store.service.AcquireRunLease(pb.AcquireRunLeaseRequest(run_id=run.id, holder="survivor"))
+    assert new.token == old.token + 1
+    await expect_code(store.service.CommitRunStep(pb.CommitRunStepRequest(
+        run_id=run.id, lease_token=old.token, events=_events("late"))), grpc.StatusCode.ABORTED)
+    result = await store.service.CommitRunStep(pb.CommitRunStepRequest(
+        run_id=run.id, lease_token=new.token, events=_events("node_started")))
+    assert (result.first_seq, result.last_seq) == (2, 2)
+    live = await store.service.ListRunRecords(pb.ListRunRecordsRequest(statuses=[RUNNING], lease_expired_only=True,
+                                                                       page_size=100))
+    assert run.id not in [r.id for r in live.runs]
+
+
+async def test_commit_is_atomic_and_seq_consecutive(store):
+    run = await _new_run(store)
+    lease = await store.service.AcquireRunLease(pb.AcquireRunLeaseRequest(run_id=run.id, holder="a"))
+
+    async def commit(n: int) -> pb.CommitRunStepResponse:
+        return await store.service.CommitRunStep(pb.CommitRunStepRequest(
+            run_id=run.id, lease_token=lease.token, events=_events(f"e{n}a", f"e{n}b", f"e{n}c"),
+            steps=[pb.RunStep(node_id=f"node{n}", attempt=1, state=to_struct({"out": n}))]))
+
+    results = await asyncio.gather(*(commit(n) for n in range(10)))
+    ranges = sorted((r.first_seq, r.last_seq) for r in results)
+    assert ranges == [(1 + 3 * i, 3 + 3 * i) for i in range(10)]
+    events = (await store.alice.ListRunEvents(pb.ListRunEventsRequest(run_id=run.id))).events
+    assert [e.seq for e in events] == list(range(1, 31))
+    for first, last in ranges:  # each commit's events are contiguous and in order
+        kinds = [e.event_type for e in events[first - 1:last]]
+        assert kinds[0][:-1] == kinds[1][:-1] == kinds[2][:-1] and [k[-1] for k in kinds] == ["a", "b", "c"]
+    steps = (await store.alice.ListRunSteps(pb.ListRunStepsRequest(run_id=run.id))).steps
+    assert [s.step_index for s in steps] == list(range(1, 11))
+    assert sorted(from_struct(s.state)["out"] for s in steps) == list(range(10))
+    after = (await store.alice.ListRunSteps(pb.ListRunStepsRequest(run_id=run.id, after_step=8))).steps
+    assert [s.step_index for s in after] == [9, 10]
+    page = (await store.alice.ListRunEvents(pb.ListRunEventsRequest(run_id=run.id, after_seq=25, page_size=3))).events
+    assert [e.seq for e in page] == [26, 27, 28] and page[0].payload.endswith(b"-payload")
+    # A fenced-off commit writes nothing at all: no steps, no events, no status.
+    await expect_code(store.service.CommitRunStep(pb.CommitRunStepRequest(
+        run_id=run.id, lease_token=lease.token + 5, events=_events("bad"), steps=[pb.RunStep(node_id="bad")],
+        status=SUCCEEDED)), grpc.StatusCode.ABORTED)
+    got = await store.alice.GetRunRecord(pb.GetRunRecordRequest(id=run.id))
+    assert got.last_seq == 30 and got.status == common_pb2.RUN_STATUS_PENDING
+    assert len((await store.alice.ListRunSteps(pb.ListRunStepsRequest(run_id=run.id))).steps) == 10
+
+
+async def test_terminal_commit_records_outputs_and_closes_the_run(store):
+    run = await _new_run(store)
+    lease = await store.service.AcquireRunLease(pb.AcquireRunLeaseRequest(run_id=run.id, holder="a"))
+    done = await store.service.CommitRunStep(pb.CommitRunStepRequest(
+        run_id=run.id, lease_token=lease.token, events=_events("workflow_finished", terminal_last=True),
+        status=SUCCEEDED, outputs=to_struct({"content": "Paris"}),
+        usage=common_pb2.TokenUsage(prompt_tokens=3, completion_tokens=4, total_tokens=7, calls=1)))
+    assert done.last_seq == 1
+    got = await store.alice.GetRunRecord(pb.GetRunRecordRequest(id=run.id))
+    assert got.status == SUCCEEDED and from_struct(got.outputs) == {"content": "Paris"}
+    assert got.usage.total_tokens == 7 and got.usage.calls == 1
+    await expect_code(store.service.CommitRunStep(pb.CommitRunStepRequest(run_id=run.id, lease_token=lease.token,
+                                                                          events=_events("more"))),
+                      grpc.StatusCode.FAILED_PRECONDITION)
+    await store.service.ReleaseRunLease(pb.ReleaseRunLeaseRequest(run_id=run.id, token=lease.token))
+    await expect_code(store.service.AcquireRunLease(pb.AcquireRunLeaseRequest(run_id=run.id, holder="b")),
+                      grpc.StatusCode.FAILED_PRECONDITION)
+    failed = await _new_run(store)
+    lease = await store.service.AcquireRunLease(pb.AcquireRunLeaseRequest(run_id=failed.id, holder="a"))
+    await store.service.CommitRunStep(pb.CommitRunStepRequest(
+        run_id=failed.id, lease_token=lease.token, status=common_pb2.RUN_STATUS_FAILED,
+        error=common_pb2.ErrorDetail(reason="NODE_FAILED", message="boom", component_id="llm:0")))
+    got = await store.alice.GetRunRecord(pb.GetRunRecordRequest(id=failed.id))
+    assert got.error.reason == "NODE_FAILED" and got.error.component_id == "llm:0"
+
+
+async def test_cancel_flag_reaches_the_lease_holder(store):
+    run = await _new_run(store)
+    lease = await store.service.AcquireRunLease(pb.AcquireRunLeaseRequest(run_id=run.id, holder="a"))
+    first = await store.service.CommitRunStep(pb.CommitRunStepRequest(run_id=run.id, lease_token=lease.token,
+                                                                      events=_events("started")))
+    assert not first.cancel_requested
+    cancelled = await store.alice.RequestRunCancel(pb.RequestRunCancelRequest(id=run.id))
+    assert cancelled.cancel_requested
+    renewed = await store.service.RenewRunLease(pb.RenewRunLeaseRequest(run_id=run.id, holder="a", token=lease.token))
+    assert renewed.cancel_requested
+    second = await store.service.CommitRunStep(pb.CommitRunStepRequest(run_id=run.id, lease_token=lease.token))
+    assert second.cancel_requested and second.first_seq == 0 and second.last_seq == 1
+
+
+async def _collect(stream, into: list) -> None:
+    async for event in stream:
+        into.append(event)
+
+
+async def test_watch_replays_then_follows_until_terminal(store):
+    run = await _new_run(store)
+    lease = await store.service.AcquireRunLease(pb.AcquireRunLeaseRequest(run_id=run.id, holder="a"))
+    await store.service.CommitRunStep(pb.CommitRunStepRequest(run_id=run.id, lease_token=lease.token,
+                                                              events=_events("one", "two")))
+    received: list[pb.StoredRunEvent] = []
+    watcher = asyncio.create_task(_collect(store.alice.WatchRunEvents(pb.WatchRunEventsRequest(run_id=run.id, after_seq=1)),
+                                           received))
+    deadline = time.monotonic() + 10
+    while not received:  # the replayed event arrives first
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.01)
+    assert [e.seq for e in received] == [2]
+    await store.service.CommitRunStep(pb.CommitRunStepRequest(run_id=run.id, lease_token=lease.token,
+                                                              events=_events("three")))
+    await store.service.CommitRunStep(pb.CommitRunStepRequest(
+        run_id=run.id, lease_token=lease.token, events=_events("four", "finished", terminal_last=True), status=SUCCEEDED))
+    await asyncio.wait_for(watcher, 10)  # the stream ends by itself after the terminal event
+    assert [e.seq for e in received] == [2, 3, 4, 5]
+    assert [e.event_type for e in received] == ["two", "three", "four", "finished"] and received[-1].terminal
+    # Reattaching to a finished run replays and ends.
+    replay: list[pb.StoredRunEvent] = []
+    await asyncio.wait_for(_collect(store.alice.WatchRunEvents(pb.WatchRunEventsRequest(run_id=run.id)), replay), 10)
+    assert [e.seq for e in replay] == [1, 2, 3, 4, 5]
+
+
+async def test_watch_sees_commits_made_through_another_store_process(store, tmp_path):
+    """A second store instance on the same database (as another replica would be) serves the watch;
+    the commits go through the first, so only the DB poll can deliver them."""
+    config = store_config(str(tmp_path), store.url)
+    definition, _app = build_service(config)
+    other = await start_server(definition, config, authenticator=TokenAuthenticator.from_config(config, env={}))
+    channel = create_channel(f"127.0.0.1:{other.port}")
+    try:
+        reader = Client(canvas_store_pb2_grpc.CanvasStoreStub(channel), "t-alice")
+        run = await _new_run(store)
+        lease = await store.service.AcquireRunLease(pb.AcquireRunLeaseRequest(run_id=run.id, holder="writer"))
+        received: list[pb.StoredRunEvent] = []
+        watcher = asyncio.create_task(_collect(reader.WatchRunEvents(pb.WatchRunEventsRequest(run_id=run.id)), received))
+        for n in range(3):
+            await store.service.CommitRunStep(pb.CommitRunStepRequest(run_id=run.id, lease_token=lease.token,
+                                                                      events=_events(f"e{n}")))
+        await store.service.CommitRunStep(pb.CommitRunStepRequest(
+            run_id=run.id, lease_token=lease.token, events=_events("end", terminal_last=True), status=SUCCEEDED))
+        await asyncio.wait_for(watcher, 10)
+        assert [e.seq for e in received] == [1, 2, 3, 4]
+    finally:
+        await channel.close()
+        await other.stop(0)
+
+
+async def test_concurrent_retries_of_one_create_return_one_run(store):
+    canvas = await create_canvas(store.alice)
+    request = pb.CreateRunRecordRequest(run=pb.RunRecord(canvas_id=canvas.id), request_id=f"race-{canvas.id}")
+    results = await asyncio.gather(*(store.alice.CreateRunRecord(request) for _ in range(6)))
+    assert len({r.id for r in results}) == 1
+
+
+async def test_watch_of_a_paused_run_ends_when_caught_up(store):
+    run = await _new_run(store)
+    lease = await store.service.AcquireRunLease(pb.AcquireRunLeaseRequest(run_id=run.id, holder="a"))
+    await store.service.CommitRunStep(pb.CommitRunStepRequest(
+        run_id=run.id, lease_token=lease.token, events=_events("user_inputs", "paused", terminal_last=True),
+        status=common_pb2.RUN_STATUS_PAUSED))
+    replay: list[pb.StoredRunEvent] = []
+    await asyncio.wait_for(_collect(store.alice.WatchRunEvents(pb.WatchRunEventsRequest(run_id=run.id)), replay), 10)
+    assert [e.seq for e in replay] == [1, 2]
+    after: list[pb.StoredRunEvent] = []
+    await asyncio.wait_for(_collect(store.alice.WatchRunEvents(pb.WatchRunEventsRequest(run_id=run.id, after_seq=2)),
+                                    after), 10)
+    assert after == []
+    # A paused run can be resumed: commits are still accepted and numbered on.
+    resumed = await store.service.CommitRunStep(pb.CommitRunStepRequest(
+        run_id=run.id, lease_token=lease.token, events=_events("resumed"), status=RUNNING))
+    assert resumed.first_seq == 3
+
+
+async def test_open_watch_ends_with_unavailable_when_the_store_drains(store, tmp_path):
+    config = store_config(str(tmp_path), store.url)
+    definition, _app = build_service(config)
+    other = await start_server(definition, config, authenticator=TokenAuthenticator.from_config(config, env={}))
+    channel = create_channel(f"127.0.0.1:{other.port}")
+    try:
+        reader = Client(canvas_store_pb2_grpc.CanvasStoreStub(channel), "t-alice")
+        run = await _new_run(store)
+        lease = await store.service.AcquireRunLease(pb.AcquireRunLeaseRequest(run_id=run.id, holder="w"))
+        await store.service.CommitRunStep(pb.CommitRunStepRequest(run_id=run.id, lease_token=lease.token,
+                                                                  events=_events("started")))
+        stream = reader.WatchRunEvents(pb.WatchRunEventsRequest(run_id=run.id))
+        first = await asyncio.wait_for(stream.read(), 10)
+        assert first.seq == 1
+        await other.stop(5)
+        error = await expect_code(asyncio.wait_for(stream.read(), 10), grpc.StatusCode.UNAVAILABLE)
+        assert "after_seq" in error.details()
+    finally:
+        await channel.close()
+        await other.stop(0)
