@@ -231,9 +231,10 @@ async def test_empty_llm_id_uses_the_default_model(cluster, stub):
     assert models == {"generic-default"}, models
 
 
-def test_cli_run_with_the_one_config_file(cluster):
-    """`agent-canvas run --config FILE` honours the file's gateway, tools and addresses sections
-    against the running services."""
+@pytest.mark.parametrize("mode", ["--remote", "--embedded"])
+def test_cli_run_with_the_one_config_file(cluster, mode):
+    """`agent-canvas run --config FILE` honours the file's gateway, tools and addresses sections:
+    against the running services, and booting every service inside its own process."""
     import os
     import subprocess
     import sys
@@ -244,7 +245,7 @@ def test_cli_run_with_the_one_config_file(cluster):
     before = len(cluster.apis.of("wikipedia"))
     env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'gen' / 'python'}", "AGENT_CANVAS_TOKEN": TOKEN}
     done = subprocess.run([sys.executable, "-c", "import sys; from services.cli.main import main; sys.exit(main())",
-                           "run", "--config", str(cluster.config_path), "--remote", str(template), "--query", "wind power",
+                           "run", "--config", str(cluster.config_path), mode, str(template), "--query", "wind power",
                            "--json"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
     kinds = [next(iter(k for k in json.loads(line) if k not in ("runId", "sessionId", "seq", "createdAtMs", "traceId")))
