@@ -99,8 +99,9 @@ async def test_agent_calls_tools_in_parallel_and_cites_them(stack):
     bodies = provider.chat_bodies[before:]
     assert len(bodies) == 2  # one round of three parallel calls, then the answer
     assert offered_names(bodies[0]) == ["duckduckgo_search", "tavily_search", "wikipedia_search"]
-    assert sorted(m["name"] for m in bodies[1]["messages"] if m["role"] == "tool") == offered_names(bodies[0]) or \
-        len([m for m in bodies[1]["messages"] if m["role"] == "tool"]) == 3
+    assert "[ID:<n>]" in bodies[0]["messages"][0]["content"]  # citation instructions from the first call on
+    tool_turns = [m for m in bodies[1]["messages"] if m["role"] == "tool"]
+    assert len(tool_turns) == 3 and all("ID:" in m["content"] for m in tool_turns)
     assert apis.of("tavily") and apis.of("wikipedia") and apis.of("duckduckgo")
     # Citations: sequential, unique ids over every tool's chunks, carried by MessageEnd.
     reference = from_struct(of(events, "message_end")[0].reference)
@@ -250,3 +251,14 @@ async def test_code_exec_artifacts_reach_message_end_downloads(stack):
     end = of(events, "message_end")[0]
     assert [d.filename for d in end.downloads] == ["report.csv"]
     assert "attachment://" in end.content  # a link to the artifact is appended to the answer
+
+
+async def test_agent_model_failure_follows_the_exception_policy(stack):
+    stub, provider, _ = stack
+    provider.queue(openai_server.Fail(400))
+    events = await run(stub, agent_canvas(web_tools(["wiki"]), exception_method="comment",
+                                          exception_default_value="Sorry, no answer."))
+    assert of(events, "workflow_finished")[0].status == common_pb2.RUN_STATUS_SUCCEEDED
+    agent = [n for n in of(events, "node_finished") if n.component_id == "agent"][0]
+    assert agent.HasField("error")
+    assert of(events, "message_end")[0].content == "Sorry, no answer."

@@ -50,6 +50,9 @@ AGENT_ARGUMENTS = {
     "required": ["user_prompt"],
 }
 MAX_TOOL_RESULT_CHARS = 20_000
+CITABLE_WEB_TOOLS = ("TavilySearch", "TavilyExtract", "Wikipedia", "DuckDuckGo", "Google", "Bing")
+CITATION_PROMPT = ("Tool results show each source chunk as 'ID: <n>'. When a sentence of your answer uses a "
+                   "chunk, end that sentence with [ID:<n>]. Never invent IDs.")
 
 
 def tool_entries(params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -125,7 +128,7 @@ class Agent(LLM):
             raise NodeError("no model gateway is configured", reason="NO_GATEWAY")
         if ctx.services.tools is None:
             raise NodeError(f"{self.id}: tools are not configured in this orchestrator", reason="NO_TOOLS")
-        messages = self._messages(ctx)
+        messages = self._with_citation_prompt(self._messages(ctx))
         schema = structured_schema(self.params)
         stream = None
         if self.wants_stream(ctx):
@@ -175,8 +178,8 @@ class Agent(LLM):
         result = LoopResult(text="")
         history = list(messages)
         max_rounds = max(int(self.param("max_rounds", 5) or 5), 1)
-        for _ in range(max_rounds):
-            text, calls = await self._round(ctx, history, specs, stream)
+        for index in range(max_rounds):
+            text, calls = await self._round(ctx, history, specs, stream, index)
             if not calls:
                 result.text = text
                 return result
@@ -185,11 +188,12 @@ class Agent(LLM):
             for call, answer in zip(calls, answers):
                 history.append({"role": "tool", "tool_call_id": call["id"], "name": call["name"], "content": answer})
         history.append({"role": "user", "content": f"Exceed max rounds: {max_rounds}"})
-        result.text, _ = await self._round(ctx, history, None, stream)
+        result.text, _ = await self._round(ctx, history, None, stream, max_rounds)
         return result
 
-    async def _round(self, ctx, messages, specs, stream) -> tuple[str, list[dict[str, Any]]]:
+    async def _round(self, ctx, messages, specs, stream, index: int) -> tuple[str, list[dict[str, Any]]]:
         request = self._request(ctx, messages, None)
+        request.request_id = f"{request.request_id}:round{index}"
         if specs:
             request.tools = specs
             request.tool_choice = "auto"
@@ -264,15 +268,12 @@ class Agent(LLM):
         messages = sub.sub_agent_messages(ctx, args)
         finished: dict[str, Any] = {**header, "inputs": {"messages": messages}, "attempt": 1}
         try:
+            # Chunks the sub-agent's tools retrieve land in the run's bucket (cited by the answer).
             if sub.has_tools():
-                loop = await sub.run_loop(ctx, messages, None)
-                text = loop.text
-                ctx_refs = loop.references
-                finished["outputs"] = {"content": text}
+                text = (await sub.run_loop(ctx, messages, None)).text
             else:
                 text = await sub._call(ctx, sub._request(ctx, messages, None), None)
-                ctx_refs = []
-                finished["outputs"] = {"content": text}
+            finished["outputs"] = {"content": text}
         except NodeError as exc:
             finished.update(outputs={}, error={"reason": exc.reason, "message": exc.message, "component_id": sub_id})
             finished["elapsed_ms"] = int((time.perf_counter() - started) * 1000)
@@ -280,7 +281,6 @@ class Agent(LLM):
             return f"ERROR: {exc.message}"
         finished["elapsed_ms"] = int((time.perf_counter() - started) * 1000)
         ctx.emit(ev.NODE_FINISHED, finished)
-        del ctx_refs  # chunks are already in the run's bucket; the parent records its own calls
         return text
 
     def sub_agent_messages(self, ctx, args: dict[str, Any]) -> list[dict[str, Any]]:
@@ -299,6 +299,17 @@ class Agent(LLM):
         messages.extend(self._history(ctx))
         messages.append({"role": "user", "content": user.strip() or "(no task given)"})
         return messages
+
+    def _with_citation_prompt(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """With `cite` (default on) and a tool that returns citable chunks, ask for [ID:n] markers.
+        The instruction is added before the first call, so chunks retrieved in this very turn are
+        cited too (§7 item 21)."""
+        citable = {"Retrieval", *CITABLE_WEB_TOOLS}
+        if not self.param("cite", True) or not any(t.get("component_name") in citable for t in tool_entries(self.params)):
+            return messages
+        if messages and messages[0]["role"] == "system":
+            return [{"role": "system", "content": f"{messages[0]['content']}\n\n{CITATION_PROMPT}"}, *messages[1:]]
+        return [{"role": "system", "content": CITATION_PROMPT}, *messages]
 
     # -- results --------------------------------------------------------------------------------------
     async def _to_structured(self, ctx, messages, text: str, schema: dict[str, Any]) -> Any:
