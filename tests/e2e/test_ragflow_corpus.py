@@ -18,7 +18,7 @@ from typing import Any
 
 import grpc
 import pytest
-from agentcanvas.v1 import common_pb2, orchestrator_pb2, orchestrator_pb2_grpc
+from agentcanvas.v1 import canvas_store_pb2, canvas_store_pb2_grpc, common_pb2, orchestrator_pb2, orchestrator_pb2_grpc
 
 from services.common.structs import from_struct, to_struct
 from tests.e2e.cluster import TOKEN, Cluster
@@ -98,7 +98,8 @@ def begin_inputs(document: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
-CORPUS = sorted(FIXTURES.glob("*/*.json"))
+# The corpus, plus our own canvas in RAGFlow's format that pauses for a form (the corpus copy has none).
+CORPUS = sorted(FIXTURES.glob("*/*.json")) + sorted((Path(__file__).parent / "fixtures").glob("*.json"))
 
 
 def keyless_factory_ids() -> set[str]:
@@ -121,6 +122,21 @@ async def cluster(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+async def store_stub(cluster):
+    channel = grpc.aio.insecure_channel(cluster.address("canvas_store"))
+    yield canvas_store_pb2_grpc.CanvasStoreStub(channel)
+    await channel.close()
+
+
+async def stored_session(store_stub, document: dict[str, Any], name: str) -> tuple[str, str]:
+    """A canvas that may pause runs from the store, in a session (resume continues the session)."""
+    canvas = await store_stub.CreateCanvas(canvas_store_pb2.CreateCanvasRequest(canvas=canvas_store_pb2.Canvas(
+        title=f"e2e {name}", dsl=to_struct(_dsl(document)))), metadata=AUTH)
+    session = await store_stub.CreateSession(canvas_store_pb2.CreateSessionRequest(canvas_id=canvas.id), metadata=AUTH)
+    return canvas.id, session.id
+
+
+@pytest.fixture(scope="module")
 async def stub(cluster):
     channel = grpc.aio.insecure_channel(cluster.address("orchestrator"))
     yield orchestrator_pb2_grpc.OrchestratorStub(channel)
@@ -134,13 +150,13 @@ async def run_events(stub, request: orchestrator_pb2.RunCanvasRequest) -> list[o
     return events
 
 
-async def resume(stub, events, document):
-    """Answer every pending form generically and resume on the run's session."""
+async def resume(stub, events, canvas_id: str, session_id: str):
+    """Answer every pending form generically and resume on the session."""
     pending = _of(events, "user_inputs_required")
     answers = {key: "renewable energy" for form in pending for key in from_struct(form.inputs)}
-    session_id = events[0].session_id
-    assert session_id, "a pausing canvas must run in a session"
-    more = await run_events(stub, orchestrator_pb2.RunCanvasRequest(session_id=session_id, inputs=to_struct(answers)))
+    more = await run_events(stub, orchestrator_pb2.RunCanvasRequest(canvas_id=canvas_id, session_id=session_id,
+                                                                    inputs=to_struct(answers)))
+    assert more[0].workflow_started.resumed
     return events + more, _of(more, "workflow_finished")
 
 
@@ -149,10 +165,14 @@ def _of(events, kind: str) -> list[Any]:
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=[p.name for p in CORPUS])
-async def test_corpus_canvas_runs_end_to_end(cluster, stub, path: Path):
+async def test_corpus_canvas_runs_end_to_end(cluster, stub, store_stub, path: Path):
     document = json.loads(path.read_text())
-    request = orchestrator_pb2.RunCanvasRequest(dsl=to_struct(document), query="Tell me about renewable energy",
-                                                inputs=to_struct(begin_inputs(document)))
+    request = orchestrator_pb2.RunCanvasRequest(query="Tell me about renewable energy", inputs=to_struct(begin_inputs(document)))
+    pauses = any((c.get("obj") or {}).get("component_name") == "UserFillUp" for c in _components(document).values())
+    if pauses:
+        request.canvas_id, request.session_id = await stored_session(store_stub, document, path.stem)
+    else:
+        request.dsl.CopyFrom(to_struct(document))
     if "sys.files" in json.dumps(document):
         request.files.append(common_pb2.InputFile(name="photo.png", mime_type="image/png", content=PNG))
 
@@ -169,8 +189,11 @@ async def test_corpus_canvas_runs_end_to_end(cluster, stub, path: Path):
     events = await run_events(stub, request)
     finished = _of(events, "workflow_finished")
     assert len(finished) == 1, [e.WhichOneof("event") for e in events]
-    if finished[0].status == common_pb2.RUN_STATUS_PAUSED:
-        events, finished = await resume(stub, events, document)
+    assert (finished[0].status == common_pb2.RUN_STATUS_PAUSED) == pauses, common_pb2.RunStatus.Name(finished[0].status)
+    if pauses:
+        form = _of(events, "user_inputs_required")[0]
+        assert "instructions" in from_struct(form.inputs) or form.inputs
+        events, finished = await resume(stub, events, request.canvas_id, request.session_id)
     assert finished[0].status == common_pb2.RUN_STATUS_SUCCEEDED, (
         common_pb2.RunStatus.Name(finished[0].status), finished[0].error, cluster.log_tail("orchestrator"))
 
