@@ -194,7 +194,7 @@ async def test_structured_output_of_an_agent(stack):
 
 
 async def test_categorize_takes_one_named_branch_visible_in_node_finished(stack):
-    stub, _, _ = stack
+    stub, provider, _ = stack
     canvas = dsl({
         "begin": {"type": "Begin", "down": ["cat"]},
         "cat": {"type": "Categorize", "params": {"llm_id": "", "query": "sys.query", "category_description": {
@@ -203,7 +203,11 @@ async def test_categorize_takes_one_named_branch_visible_in_node_finished(stack)
         "a": {"type": "Message", "params": {"content": ["A"]}},
         "b": {"type": "Message", "params": {"content": ["B"]}},
     })
+    before = len(provider.chat_bodies)
     events = await run(stub, canvas)
+    body = provider.chat_bodies[before]
+    assert sorted(body["response_format"]["json_schema"]["schema"]["properties"]["category"]["enum"]) == ["sports", "weather"]
+    assert "is it raining" in body["messages"][0]["content"]  # the examples are in the prompt
     node = [n for n in of(events, "node_finished") if n.component_id == "cat"][0]
     assert node.branch in ("weather", "sports")
     assert list(node.next) == (["a"] if node.branch == "weather" else ["b"])
