@@ -35,8 +35,10 @@ async def stack(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("models")
     sandbox_server, sandbox_address, _ = await start_sandbox()
     tools_extra = {"code_exec": {"address": sandbox_address, "timeout_s": 30},
-                   "mcp": {"servers": {"local": {"command": sys.executable, "args": [MCP_SCRIPT],
-                                                 "env": {"PYTHONPATH": ":".join(sys.path)}}}}}
+                   "mcp": {"connect_timeout_s": 5,
+                           "servers": {"local": {"command": sys.executable, "args": [MCP_SCRIPT],
+                                                 "env": {"PYTHONPATH": ":".join(sys.path)}},
+                                       "down": {"url": f"http://127.0.0.1:{closed_port()}/mcp"}}}}
     with openai_server.ScriptedOpenAIServer(default=generic_reply) as provider, start_web_apis() as apis:
         base = Config.load(env={"AGENT_CANVAS_DATA_DIR": str(tmp)}).with_overrides({
             "auth": {"embedded": False, "tokens": [{"token": "t1", "tenant": "acme", "user": "alice"}]},
@@ -84,6 +86,14 @@ def agent_canvas(tools: list[dict[str, Any]], **params: Any) -> dict[str, Any]:
                   "down": ["msg"]},
         "msg": {"type": "Message", "params": {"content": ["{agent@content}"]}},
     })
+
+
+def closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def offered_names(body: dict[str, Any]) -> list[str]:
@@ -266,3 +276,15 @@ async def test_agent_model_failure_follows_the_exception_policy(stack):
     agent = [n for n in of(events, "node_finished") if n.component_id == "agent"][0]
     assert agent.HasField("error")
     assert of(events, "message_end")[0].content == "Sorry, no answer."
+
+
+async def test_an_unreachable_mcp_server_is_a_validation_problem_not_a_crash(stack):
+    stub, _, _ = stack
+    canvas = agent_canvas([], mcp=[{"mcp_id": "down", "tools": {}}])
+    response = await stub.ValidateCanvas(orchestrator_pb2.ValidateCanvasRequest(dsl=to_struct(canvas)), metadata=AUTH)
+    problem = [p for p in response.problems if p.component_id == "agent"][0]
+    assert problem.field == "params.mcp[0].mcp_id" and "down" in problem.message
+    # At run time the node fails (the run does not crash) and the run reports it.
+    events = await run(stub, canvas)
+    end = of(events, "workflow_finished")[0]
+    assert end.status == common_pb2.RUN_STATUS_FAILED and end.error.component_id == "agent"

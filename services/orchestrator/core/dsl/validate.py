@@ -77,6 +77,25 @@ def _agent_tool_problems(params: dict[str, Any], tool_context: Any, prefix: str 
     return problems
 
 
+async def check_mcp_servers(result: LoadResult, tool_context: Any) -> None:
+    """ValidateCanvas only: Agents' configured MCP servers that do not answer `tools/list` within
+    `tools.mcp.connect_timeout_s` become per-node problems (RunCanvas does not wait for this; the
+    node fails, retryably, when it runs)."""
+    if result.canvas is None or tool_context is None:
+        return
+    servers = tool_context.settings.mcp_servers
+    for node in result.canvas.nodes.values():
+        entries = node.params.get("mcp") if node.type == "Agent" else None
+        for index, entry in enumerate(entries if isinstance(entries, list) else []):
+            server_id = str((entry or {}).get("mcp_id") or "") if isinstance(entry, dict) else ""
+            if server_id not in servers:
+                continue  # reported by validate()
+            problem = await tool_context.runtime.mcp.check(server_id)
+            if problem is not None:
+                param = problem.as_param_problem(index)
+                result.problems.append(CanvasProblem(node.id, f"params.{param.field}", "BAD_PARAM", param.description))
+
+
 def _check_refs(canvas: CanvasSpec, node_id: str, problems: list[CanvasProblem], lowered: set[str]) -> None:
     node = canvas.nodes[node_id]
     in_iteration = bool(node.parent_id) and canvas.nodes[node.parent_id].type == "Iteration"
