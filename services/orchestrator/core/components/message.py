@@ -114,8 +114,9 @@ class Message(Component):
 
     @staticmethod
     def _producer_downloads(ctx, token: Ref) -> list[dict[str, Any]]:
-        """Files an Agent's tools made (CodeExec artifacts) travel with its `content`."""
-        if token.is_global or token.path[:1] != ("content",):
+        """Files a referenced node made (CodeExec artifacts, also through an Agent's tools) travel
+        with any of its outputs into MessageEnd.downloads."""
+        if token.is_global or token.root in ("item", "index", "result"):
             return []
         outputs = ctx.state.output_of(token.root) or {}
         return as_download(outputs.get("downloads")) or []
