@@ -7,7 +7,8 @@ Per request (OpenAI chat-completions body):
   tool once, with arguments built from its JSON schema (`schema_value`);
 * a JSON schema requested (`response_format.json_schema`, as the gateway sends it) → a valid value
   of that schema; an `enum` picks one member, chosen from the last user text (so Categorize picks
-  one of its categories);
+  one of its categories); without a schema, a prompt listing categories as `- name: ...` lines gets
+  `{"category": <one of them>}`;
 * otherwise → a think block (`reasoning_content`) and then a text answer quoting the last user text.
 
 Every answer carries usage. Tool calls get ids unique within the response.
@@ -102,6 +103,17 @@ def _requested_schema(body: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def _prompt_categories(messages: list[dict[str, Any]]) -> list[str]:
+    """Category names listed as `- name: description` lines in a prompt that asks to classify."""
+    for message in messages:
+        text = _text_of(message.get("content"))
+        if "categor" in text.lower():
+            names = [line[2:].split(":", 1)[0].strip() for line in text.splitlines() if line.startswith("- ")]
+            if names:
+                return [n for n in names if n]
+    return []
+
+
 def generic_reply(body: dict[str, Any]) -> Reply:
     messages = body.get("messages") or []
     user = last_user_text(body)
@@ -119,5 +131,8 @@ def generic_reply(body: dict[str, Any]) -> Reply:
     schema = _requested_schema(body)
     if schema is not None:
         return Reply(content=json.dumps(schema_value(schema, seed=user), ensure_ascii=False))
+    categories = _prompt_categories(messages)
+    if categories:  # a classification prompt without a native schema: name one listed category
+        return Reply(content=json.dumps({"category": _pick(categories, user)}))
     excerpt = " ".join(user.split())[:120]
     return Reply(content=f"{ANSWER_PREFIX} to: {excerpt}", reasoning_content=f"{THINK_PREFIX} the request.")
