@@ -104,10 +104,10 @@ def _requested_schema(body: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _prompt_categories(messages: list[dict[str, Any]]) -> list[str]:
-    """Category names listed as `- name: description` lines in a prompt that asks to classify."""
+    """Category names listed as `- name: description` lines in a prompt that asks to classify into categories."""
     for message in messages:
         text = _text_of(message.get("content"))
-        if "categor" in text.lower():
+        if "classify" in text.lower() and "categor" in text.lower():
             names = [line[2:].split(":", 1)[0].strip() for line in text.splitlines() if line.startswith("- ")]
             if names:
                 return [n for n in names if n]
