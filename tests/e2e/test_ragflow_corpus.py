@@ -50,7 +50,7 @@ def _is_pipeline(document: dict[str, Any]) -> bool:
 
 
 def _agent_tools(params: dict[str, Any]) -> Iterator[str]:
-    for entry in params.get("tools") or []:
+    for entry in (params.get("tools") or []) + (params.get("llm_enabled_tools") or []):  # G1 name too
         name = entry.get("component_name", "")
         if name == "Agent":
             yield from _agent_tools(entry.get("params") or {})
