@@ -239,7 +239,7 @@ async def test_corpus_canvas_runs_end_to_end(cluster, stub, store_stub, path: Pa
             assert any(n.component_id == sub for n in nodes), f"{sub} started but never finished"
 
     # Images of sys.files reach the model as image parts (vision canvases).
-    if "sys.files" in json.dumps(document):
+    if '"visual_files_var": "sys.files"' in json.dumps(document):
         sent = json.dumps(cluster.model.chat_bodies[model_before:])
         assert '"image_url"' in sent and "data:image/png;base64," in sent
 

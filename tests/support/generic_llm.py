@@ -47,7 +47,10 @@ def last_user_text(body: dict[str, Any]) -> str:
 
 
 def _pick(options: list[Any], seed: str) -> Any:
-    return options[int(hashlib.sha256(seed.encode()).hexdigest(), 16) % len(options)]
+    """Deterministic for a seed, whatever order the options arrive in (protobuf Structs do not keep
+    map order, so a canvas's category order may differ between processes)."""
+    ordered = sorted(options, key=lambda o: json.dumps(o, sort_keys=True))
+    return ordered[int(hashlib.sha256(seed.encode()).hexdigest(), 16) % len(ordered)]
 
 
 def schema_value(schema: dict[str, Any], name: str = "", seed: str = "", siblings: dict[str, Any] | None = None) -> Any:
