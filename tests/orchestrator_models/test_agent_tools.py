@@ -288,3 +288,23 @@ async def test_an_unreachable_mcp_server_is_a_validation_problem_not_a_crash(sta
     events = await run(stub, canvas)
     end = of(events, "workflow_finished")[0]
     assert end.status == common_pb2.RUN_STATUS_FAILED and end.error.component_id == "agent"
+
+
+async def test_each_message_end_carries_only_new_references(stack):
+    stub, _, _ = stack
+    canvas = dsl({
+        "begin": {"type": "Begin", "down": ["first"]},
+        "first": {"type": "Agent", "params": {"llm_id": "", "tools": web_tools(["wiki"]),
+                                              "prompts": [{"role": "user", "content": "{sys.query}"}]}, "down": ["m1"]},
+        "m1": {"type": "Message", "params": {"content": ["{first@content}"]}, "down": ["second"]},
+        "second": {"type": "Agent", "params": {"llm_id": "", "tools": web_tools(["tavily"]),
+                                               "prompts": [{"role": "user", "content": "more on {sys.query}"}]}, "down": ["m2"]},
+        "m2": {"type": "Message", "params": {"content": ["{second@content}"]}},
+    })
+    events = await run(stub, canvas)
+    assert of(events, "workflow_finished")[0].status == common_pb2.RUN_STATUS_SUCCEEDED
+    first, second = [from_struct(end.reference)["chunks"] for end in of(events, "message_end")]
+    ids_first = [c["citation_id"] for c in first]
+    ids_second = [c["citation_id"] for c in second]
+    assert ids_first and ids_second
+    assert ids_first + ids_second == list(range(len(ids_first) + len(ids_second)))

@@ -100,7 +100,7 @@ class Message(Component):
             end["downloads"] = downloads
         if self.params.get("status"):
             end["status"] = str(self.params["status"])
-        reference = ctx.state.reference_snapshot()
+        reference = ctx.state.new_references()
         if reference:
             end["reference"] = reference
         ctx.emit(ev.MESSAGE_END, end)
