@@ -30,6 +30,13 @@ def to_request(request: ChatRequest) -> llm_gateway_pb2.ChatRequest:
     proto = llm_gateway_pb2.ChatRequest(model=request.model, with_reasoning=True, request_id=request.request_id)
     for message in request.messages:
         added = proto.messages.add(role=str(message.get("role", "user")), content=str(message.get("content", "")))
+        for call in message.get("tool_calls") or ():
+            added.tool_calls.add(id=str(call.get("id", "")), name=str(call.get("name", "")),
+                                 arguments_json=str(call.get("arguments", "") or "{}"))
+        if message.get("tool_call_id"):
+            added.tool_call_id = str(message["tool_call_id"])
+        if message.get("name"):
+            added.name = str(message["name"])
         if message.get("images"):  # multimodal: the text first, then every image
             added.parts.add(text=added.content)
             for url in message["images"]:
@@ -45,6 +52,14 @@ def to_request(request: ChatRequest) -> llm_gateway_pb2.ChatRequest:
             proto.thinking.effort = _EFFORT[request.thinking.lower()]
     if request.json_schema:
         proto.response_format.json_schema.CopyFrom(to_struct(request.json_schema))
+        if request.max_repairs is not None:
+            proto.response_format.max_repairs = request.max_repairs
+    for spec in request.tools or ():
+        function = spec.get("function", spec)
+        proto.tools.add(name=str(function.get("name", "")), description=str(function.get("description", "")),
+                        parameters=to_struct(function.get("parameters") or {"type": "object", "properties": {}}))
+    if request.tool_choice:
+        proto.tool_choice = request.tool_choice
     return proto
 
 
@@ -82,6 +97,9 @@ class GatewayLlmClient:
                     yield ChatChunk("think_delta", event.think_delta.text)
                 elif kind == "think_end":
                     yield ChatChunk("think_end")
+                elif kind == "tool_call":
+                    call = event.tool_call
+                    yield ChatChunk("tool_call", tool_call={"id": call.id, "name": call.name, "arguments": call.arguments_json})
                 elif kind == "usage":
                     u = event.usage
                     yield ChatChunk("usage", usage=Usage(u.prompt_tokens, u.completion_tokens, u.reasoning_tokens,

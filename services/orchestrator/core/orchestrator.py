@@ -17,7 +17,7 @@ from services.common.errors import AbortedError, AgentCanvasError, FailedPrecond
 from services.orchestrator.core import sessions
 from services.orchestrator.core.context import Services
 from services.orchestrator.core.dsl.loader import LoadResult
-from services.orchestrator.core.dsl.validate import load_for_run, validate
+from services.orchestrator.core.dsl.validate import check_mcp_servers, load_for_run, validate
 from services.orchestrator.core.events import Event
 from services.orchestrator.core.loop import LoopSettings, RunLoop
 from services.orchestrator.core.ports import RunRecord, RunStatus, RunStore, acting_as
@@ -102,7 +102,9 @@ class Orchestrator:
     async def validate(self, dsl: dict[str, Any] | None, canvas_id: str = "") -> LoadResult:
         if dsl is None:
             dsl, _ = await self.store.get_canvas_dsl(canvas_id)
-        return validate(dsl, self._tool_context())
+        result = validate(dsl, self._tool_context())
+        await check_mcp_servers(result, self._tool_context())
+        return result
 
     def _tool_context(self):
         return self.services.tools.context() if self.services.tools is not None else None

@@ -186,10 +186,12 @@ class RunStore(Protocol):
 
 @dataclass
 class ChatChunk:
-    """One streamed model event. `kind`: text, think_start, think_delta, think_end, usage, finish."""
+    """One streamed model event. `kind`: text, think_start, think_delta, think_end, tool_call, usage,
+    finish. A `tool_call` chunk carries one whole call as `{id, name, arguments}` (JSON text)."""
 
     kind: str
     text: str = ""
+    tool_call: dict[str, Any] | None = None
     usage: Usage | None = None
     error: str = ""
     error_kind: str = ""
@@ -198,6 +200,9 @@ class ChatChunk:
 
 @dataclass
 class ChatRequest:
+    """`messages` are dicts: role, content, and optionally `images` (URLs), `tool_calls`
+    ([{id, name, arguments}]) on an assistant turn, `tool_call_id` and `name` on a tool turn."""
+
     model: str
     messages: list[dict[str, Any]]
     temperature: float | None = None
@@ -208,6 +213,11 @@ class ChatRequest:
     thinking: str = ""
     json_schema: dict[str, Any] | None = None
     request_id: str = ""
+    tools: list[dict[str, Any]] | None = None
+    """OpenAI-style function specs (`{"type": "function", "function": {name, description, parameters}}`)."""
+    tool_choice: str = ""
+    max_repairs: int | None = None
+    """Structured output: re-prompts the gateway makes before giving up (None = its default)."""
 
 
 class LlmClient(Protocol):

@@ -24,6 +24,7 @@ class RunState:
     """Content of every Message of the run, in completion order: the turn's answer (§7 item 8)."""
 
     _references: Any = None
+    _references_sent: int = 0
 
     def reference_bucket(self) -> Any:
         """The run's citation bucket (services.orchestrator.tools.ReferenceBucket), made on first use."""
@@ -37,6 +38,16 @@ class RunState:
         if self._references is None or not len(self._references):
             return None
         return self._references.snapshot()
+
+    def new_references(self) -> dict[str, Any] | None:
+        """Chunks added since the previous call (each MessageEnd carries only what is new, §7 item 21;
+        ids are unique per run, so a client keeps what it already received). In a new run (resume,
+        takeover) the first call returns the whole bucket."""
+        if self._references is None or len(self._references) <= self._references_sent:
+            return None
+        snapshot = self._references.snapshot(since=self._references_sent)
+        self._references_sent = len(self._references)
+        return snapshot
 
     def __post_init__(self) -> None:
         for node_id in self.canvas.nodes:

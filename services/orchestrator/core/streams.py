@@ -17,6 +17,9 @@ class TextStream:
         self._changed = asyncio.Event()
         self._closed = False
         self.error: str = ""
+        self.downloads: list[dict] = []
+        """Files the producer made (CodeExec artifacts of an Agent), set before close; the Message
+        puts them in MessageEnd.downloads."""
 
     def push(self, kind: str, text: str = "") -> None:
         """kind: text, think_start, think_delta, think_end."""

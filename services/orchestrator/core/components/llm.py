@@ -65,9 +65,7 @@ class LLM(Component):
         system = ctx.render(str(self.param("sys_prompt", "")))
         if system.strip():
             messages.append({"role": "system", "content": system})
-        window = int(self.param("message_history_window_size", 13) or 0)
-        history = list(ctx.spec.get("history") or [])[-2 * window :] if window > 0 else []
-        messages.extend({"role": h.get("role", "user"), "content": str(h.get("content", ""))} for h in history)
+        messages.extend(self._history(ctx))
         prompts = self.param("prompts", [{"role": "user", "content": "{sys.query}"}])
         if isinstance(prompts, str):
             prompts = [{"role": "user", "content": prompts}]
@@ -81,6 +79,13 @@ class LLM(Component):
             raise NodeError(f"{self.id}: the last prompt must be a non-empty user message", reason="BAD_PROMPT")
         self._attach_files(ctx, prompts, messages[-1])
         return messages
+
+    def _history(self, ctx) -> list[dict[str, Any]]:
+        """The last `message_history_window_size` turns (user + assistant pairs) of the session.
+        History holds answers only: reasoning is never stored in it."""
+        window = int(self.param("message_history_window_size", 13) or 0)
+        history = list(ctx.spec.get("history") or [])[-2 * window :] if window > 0 else []
+        return [{"role": h.get("role", "user"), "content": str(h.get("content", ""))} for h in history]
 
     def _attach_files(self, ctx, prompts: list[dict[str, Any]], last: dict[str, Any]) -> None:
         """§5.7 steps 1-2: images (data:image/... or visual_files_var) ride along as image parts; the
@@ -175,17 +180,3 @@ class LLM(Component):
         if stream is not None:
             stream.close()
         return "".join(text)
-
-
-@register
-class Agent(LLM):
-    """An Agent without tools behaves like an LLM (spec §5.8); tools come with a later issue."""
-
-    type_name = "Agent"
-    default_timeout_s = 1200.0
-
-    @classmethod
-    def unsupported(cls, params: dict[str, Any]) -> list[Problem]:
-        if params.get("tools") or params.get("mcp"):
-            return [("tools", "Agent tools and MCP servers are not supported by this orchestrator yet")]
-        return []

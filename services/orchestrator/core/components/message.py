@@ -78,8 +78,11 @@ class Message(Component):
             stream = self._live_stream(ctx, token)
             if stream is not None:
                 await self._forward(ctx, stream, emit_text, streaming)
+                downloads.extend(d for d in stream.downloads if d not in downloads)
                 continue
             value = resolver.value_of(token)
+            produced = self._producer_downloads(ctx, token)
+            downloads.extend(d for d in produced if d not in downloads)
             found = as_download(value)
             if found is not None and not self.param("include_download_info_in_content", False):
                 downloads.extend(found)
@@ -97,7 +100,7 @@ class Message(Component):
             end["downloads"] = downloads
         if self.params.get("status"):
             end["status"] = str(self.params["status"])
-        reference = ctx.state.reference_snapshot()
+        reference = ctx.state.new_references()
         if reference:
             end["reference"] = reference
         ctx.emit(ev.MESSAGE_END, end)
@@ -108,6 +111,15 @@ class Message(Component):
         if token.is_global or token.root in ("item", "index", "result") or token.path[:1] != ("content",):
             return None
         return ctx.stream_of(token.root)
+
+    @staticmethod
+    def _producer_downloads(ctx, token: Ref) -> list[dict[str, Any]]:
+        """Files a referenced node made (CodeExec artifacts, also through an Agent's tools) travel
+        with any of its outputs into MessageEnd.downloads."""
+        if token.is_global or token.root in ("item", "index", "result"):
+            return []
+        outputs = ctx.state.output_of(token.root) or {}
+        return as_download(outputs.get("downloads")) or []
 
     async def _forward(self, ctx, stream, emit_text, streaming: bool) -> None:
         thinking = False

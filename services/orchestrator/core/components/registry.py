@@ -40,7 +40,7 @@ def _load_all() -> None:
         return
     # Importing the modules registers their classes.
     from services.orchestrator.core.components import (  # noqa: F401
-        begin, categorize, containers, data_operations, doc_generator, excel_processor, invoke, list_operations, llm,
+        agent, begin, categorize, containers, data_operations, doc_generator, excel_processor, invoke, list_operations, llm,
         message, string_transform, switch, user_fill_up, variable_aggregator, variable_assigner,
     )
     from services.orchestrator.core.components.tool_node import register_tools

@@ -39,12 +39,61 @@ def validate(document: Any, tool_context: Any = None) -> LoadResult:
 
                 for problem in default_registry().validate(node.type, node.params, tool_context):
                     problems.append(CanvasProblem(node.id, f"params.{problem.field}", "BAD_PARAM", problem.description))
+            if tool_context is not None and node.type == "Agent":
+                for field, message in _agent_tool_problems(node.params, tool_context):
+                    problems.append(CanvasProblem(node.id, f"params.{field}", "BAD_PARAM", message))
         if node.type in CONTAINERS and not canvas.start_child(node.id):
             problems.append(CanvasProblem(node.id, "components", "BAD_CONTAINER", f"{node.type} has no {CONTAINERS[node.type]} child"))
         _check_refs(canvas, node.id, problems, lowered)
     _check_reachability(canvas, problems)
     _check_cycles(canvas, problems)
     return result
+
+
+def _agent_tool_problems(params: dict[str, Any], tool_context: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """Each tool entry's own param checks, and MCP servers that are not configured (sub-agents too).
+    Unknown tool classes are reported by Agent.check. A server that is configured but does not
+    answer fails the node at run time (retryable), not the load."""
+    from services.orchestrator.tools import default_registry
+
+    registry = default_registry()
+    problems: list[tuple[str, str]] = []
+    for i, entry in enumerate(params.get("tools") or [] if isinstance(params.get("tools"), list) else []):
+        if not isinstance(entry, dict):
+            continue
+        component = str(entry.get("component_name") or "")
+        sub_params = entry.get("params") if isinstance(entry.get("params"), dict) else {}
+        if component == "Agent":
+            problems.extend(_agent_tool_problems(sub_params, tool_context, f"{prefix}tools[{i}].params."))
+        elif component in registry:
+            problems.extend((f"{prefix}tools[{i}].params.{p.field}", p.description)
+                            for p in registry.validate(component, sub_params, tool_context))
+    servers = tool_context.settings.mcp_servers
+    for i, entry in enumerate(params.get("mcp") or [] if isinstance(params.get("mcp"), list) else []):
+        server_id = str((entry or {}).get("mcp_id") or "") if isinstance(entry, dict) else ""
+        if server_id not in servers:
+            problems.append((f"{prefix}mcp[{i}].mcp_id",
+                             f"MCP server '{server_id}' is not configured (tools.mcp.servers)"))
+    return problems
+
+
+async def check_mcp_servers(result: LoadResult, tool_context: Any) -> None:
+    """ValidateCanvas only: Agents' configured MCP servers that do not answer `tools/list` within
+    `tools.mcp.connect_timeout_s` become per-node problems (RunCanvas does not wait for this; the
+    node fails, retryably, when it runs)."""
+    if result.canvas is None or tool_context is None:
+        return
+    servers = tool_context.settings.mcp_servers
+    for node in result.canvas.nodes.values():
+        entries = node.params.get("mcp") if node.type == "Agent" else None
+        for index, entry in enumerate(entries if isinstance(entries, list) else []):
+            server_id = str((entry or {}).get("mcp_id") or "") if isinstance(entry, dict) else ""
+            if server_id not in servers:
+                continue  # reported by validate()
+            problem = await tool_context.runtime.mcp.check(server_id)
+            if problem is not None:
+                param = problem.as_param_problem(index)
+                result.problems.append(CanvasProblem(node.id, f"params.{param.field}", "BAD_PARAM", param.description))
 
 
 def _check_refs(canvas: CanvasSpec, node_id: str, problems: list[CanvasProblem], lowered: set[str]) -> None:

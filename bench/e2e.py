@@ -1,0 +1,204 @@
+"""End-to-end benchmark: Begin → Agent → Message over gRPC on ONE orchestrator replica.
+
+    python -m bench.e2e [--runs 400] [--concurrency 1,32] [--profile FILE]
+
+Starts three real service processes (canvas_store on SQLite, llm_gateway, orchestrator) sharing one
+config file, and a scripted OpenAI-compatible server that answers at once (one short text reply,
+streamed). Prints one JSON line per figure:
+
+    {"bench":"e2e","metric":"runs_per_s","concurrency":1|32,"value":…,"goal":220}
+    {"bench":"e2e","metric":"first_event_ms","concurrency":32,"p50":…,"p99":…}
+    {"bench":"e2e","metric":"first_delta_ms","concurrency":32,"p50":…,"p99":…}
+    {"bench":"e2e","metric":"gateway_chats_per_s","concurrency":32,"value":…}   the peer limit, same run
+
+`gateway_chats_per_s` drives ChatStream on the same gateway directly: a run makes one model call, so
+the orchestrator can never be faster than that. `--profile FILE` runs the orchestrator under
+py-spy (`py-spy record --nonblocking --format raw`, collapsed stacks) while the concurrency-32 phase runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+import yaml
+from agentcanvas.v1 import llm_gateway_pb2, llm_gateway_pb2_grpc, orchestrator_pb2, orchestrator_pb2_grpc
+
+from services.common.health import wait_until_serving
+from services.common.structs import to_struct
+from tests.support.openai_server import Reply, ScriptedOpenAIServer
+
+ROOT = Path(__file__).resolve().parents[1]
+TOKEN = "t-bench"
+AUTH = [("authorization", f"Bearer {TOKEN}")]
+GOAL = 220.0
+
+DSL = {
+    "components": {
+        "begin": {"obj": {"component_name": "Begin", "params": {"mode": "conversational", "prologue": ""}},
+                  "downstream": ["Agent:a"], "upstream": []},
+        "Agent:a": {"obj": {"component_name": "Agent", "params": {
+            "llm_id": "", "sys_prompt": "You are helpful.", "prompts": [{"role": "user", "content": "{sys.query}"}],
+            "max_rounds": 1, "tools": []}}, "downstream": ["Message:m"], "upstream": ["begin"]},
+        "Message:m": {"obj": {"component_name": "Message", "params": {"content": ["{Agent:a@content}"]}},
+                      "downstream": [], "upstream": ["Agent:a"]},
+    },
+    "globals": {"sys.query": "", "sys.user_id": "", "sys.conversation_turns": 0, "sys.files": []},
+    "history": [], "path": [], "retrieval": [],
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _answer(_body: dict[str, Any]) -> Reply:
+    return Reply(content="The answer is forty-two.", chunk_size=12)
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2) if ordered else 0.0
+
+
+async def _one_run(stub, query: str) -> tuple[float, float | None, float | None, bool]:
+    started = time.perf_counter()
+    first_event = first_delta = None
+    ok = False
+    request = orchestrator_pb2.RunCanvasRequest(dsl=to_struct(DSL), query=query)
+    async for event in stub.RunCanvas(request, metadata=AUTH, timeout=120):
+        now = (time.perf_counter() - started) * 1000
+        kind = event.WhichOneof("event")
+        if first_event is None:
+            first_event = now
+        if kind == "message_delta" and first_delta is None:
+            first_delta = now
+        if kind == "workflow_finished":
+            ok = event.workflow_finished.status == 4  # RUN_STATUS_SUCCEEDED
+    return (time.perf_counter() - started) * 1000, first_event, first_delta, ok
+
+
+async def _phase(stub, runs: int, concurrency: int) -> dict[str, Any]:
+    queue = list(range(runs))
+    results: list[tuple[float, float | None, float | None, bool]] = []
+
+    async def worker() -> None:
+        while queue:
+            index = queue.pop()
+            results.append(await _one_run(stub, f"question {index}"))
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    wall = time.perf_counter() - started
+    failures = sum(1 for r in results if not r[3])
+    return {"runs_per_s": round(runs / wall, 1), "failures": failures,
+            "first_event": [r[1] for r in results if r[1] is not None],
+            "first_delta": [r[2] for r in results if r[2] is not None]}
+
+
+async def _gateway_phase(address: str, calls: int, concurrency: int) -> float:
+    channel = grpc.aio.insecure_channel(address)
+    stub = llm_gateway_pb2_grpc.LlmGatewayStub(channel)
+    queue = list(range(calls))
+
+    async def worker() -> None:
+        while queue:
+            queue.pop()
+            request = llm_gateway_pb2.ChatRequest(model="", with_reasoning=True,
+                                                  messages=[llm_gateway_pb2.ChatMessage(role="user", content="hi")])
+            async for _ in stub.ChatStream(request, metadata=AUTH, timeout=60):
+                pass
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    wall = time.perf_counter() - started
+    await channel.close()
+    return round(calls / wall, 1)
+
+
+async def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.e2e")
+    parser.add_argument("--runs", type=int, default=400)
+    parser.add_argument("--concurrency", default="1,32")
+    parser.add_argument("--profile", default="", help="write py-spy collapsed stacks of --profile-service here")
+    parser.add_argument("--profile-service", default="orchestrator", choices=("orchestrator", "llm_gateway", "canvas_store"))
+    args = parser.parse_args(argv)
+    levels = [int(c) for c in args.concurrency.split(",")]
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-e2e-"))
+    model = ScriptedOpenAIServer(default=_answer).start()
+    ports = {name: _free_port() for name in ("canvas_store", "llm_gateway", "orchestrator", "sandbox")}
+    config = {
+        "data_dir": str(tmp),
+        "auth": {"embedded": False, "tokens": [{"token": TOKEN, "tenant": "bench", "user": "bench"}]},
+        "addresses": {name: f"127.0.0.1:{port}" for name, port in ports.items()},
+        "log": {"level": "WARNING"},
+        "store": {"database_url": f"sqlite:///{tmp / 'store.db'}", "seed_templates": False},
+        "gateway": {"embedded": {"enabled": False},
+                    "models": {"": {"model": "openai/bench", "api_base": model.base_url, "api_key": "sk"}}},
+        "orchestrator": {"service_token": TOKEN},
+    }
+    path = tmp / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'gen' / 'python'}"}
+    processes = {name: subprocess.Popen([sys.executable, "-m", f"services.{name}", "--config", str(path)], env=env, cwd=ROOT,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                 for name in ("canvas_store", "llm_gateway", "orchestrator")}
+    profiler = None
+    try:
+        for name in processes:
+            await wait_until_serving(config["addresses"][name], timeout=120)
+        channel = grpc.aio.insecure_channel(config["addresses"]["orchestrator"])
+        stub = orchestrator_pb2_grpc.OrchestratorStub(channel)
+        await _phase(stub, 20, 4)  # warm-up: imports, connections, litellm caches
+        for concurrency in levels:
+            if args.profile and concurrency == max(levels) and shutil.which("py-spy"):
+                profiler = subprocess.Popen(["py-spy", "record", "--nonblocking", "--format", "raw", "-o", args.profile, "--pid",
+                                             str(processes[args.profile_service].pid), "--rate", "50"],
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            runs = args.runs if concurrency > 1 else max(args.runs // 4, 50)
+            result = await _phase(stub, runs, concurrency)
+            if profiler is not None:
+                profiler.send_signal(2)
+                profiler.wait(60)
+                profiler = None
+            print(json.dumps({"bench": "e2e", "metric": "runs_per_s", "concurrency": concurrency, "value": result["runs_per_s"],
+                              "goal": GOAL, "runs": runs, "failures": result["failures"]}), flush=True)
+            for metric in ("first_event", "first_delta"):
+                print(json.dumps({"bench": "e2e", "metric": f"{metric}_ms", "concurrency": concurrency,
+                                  "p50": _pct(result[metric], 0.5), "p99": _pct(result[metric], 0.99)}), flush=True)
+        await channel.close()
+        top = max(levels)
+        value = await _gateway_phase(config["addresses"]["llm_gateway"], args.runs, top)
+        print(json.dumps({"bench": "e2e", "metric": "gateway_chats_per_s", "concurrency": top, "value": value,
+                          "note": "peer limit: one model call per run"}), flush=True)
+    finally:
+        if profiler is not None and profiler.poll() is None:
+            profiler.kill()
+        for process in processes.values():
+            process.terminate()
+        for process in processes.values():
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        model.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
