@@ -67,8 +67,10 @@ def up(config: Config, args: argparse.Namespace) -> int:
 
 
 def _run_request(args: argparse.Namespace) -> orchestrator_pb2.RunCanvasRequest:
-    if bool(args.file) == bool(args.canvas):
-        raise InvalidArgumentError.for_field("FILE|--canvas", "give exactly one of a canvas file or --canvas ID")
+    if args.file and args.canvas:
+        raise InvalidArgumentError.for_field("FILE|--canvas", "give a canvas file or --canvas ID, not both")
+    if not (args.file or args.canvas or args.session):
+        raise InvalidArgumentError.for_field("FILE|--canvas", "give a canvas file, --canvas ID, or --session ID to continue a session")
     request = orchestrator_pb2.RunCanvasRequest(
         revision_id=args.revision,
         query=args.query,

@@ -91,8 +91,8 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
 
     async def RunCanvas(self, request: orchestrator_pb2.RunCanvasRequest, ctx):
         source = request.WhichOneof("source")
-        if source is None:
-            raise InvalidArgumentError.for_field("source", "give a canvas_id or an inline dsl")
+        if source is None and not request.session_id:  # a session knows its canvas (and its paused run)
+            raise InvalidArgumentError.for_field("source", "give a canvas_id, an inline dsl or a session_id")
         identity = context.current_identity()
         run_request = RunRequest(
             canvas_id=request.canvas_id, revision_id=request.revision_id,

@@ -150,12 +150,11 @@ async def run_events(stub, request: orchestrator_pb2.RunCanvasRequest) -> list[o
     return events
 
 
-async def resume(stub, events, canvas_id: str, session_id: str):
-    """Answer every pending form generically and resume on the session."""
+async def resume(stub, events, session_id: str):
+    """Answer every pending form generically and resume: the session alone names the paused run."""
     pending = _of(events, "user_inputs_required")
     answers = {key: "renewable energy" for form in pending for key in from_struct(form.inputs)}
-    more = await run_events(stub, orchestrator_pb2.RunCanvasRequest(canvas_id=canvas_id, session_id=session_id,
-                                                                    inputs=to_struct(answers)))
+    more = await run_events(stub, orchestrator_pb2.RunCanvasRequest(session_id=session_id, inputs=to_struct(answers)))
     assert more[0].workflow_started.resumed
     return events + more, _of(more, "workflow_finished")
 
@@ -193,7 +192,7 @@ async def test_corpus_canvas_runs_end_to_end(cluster, stub, store_stub, path: Pa
     if pauses:
         form = _of(events, "user_inputs_required")[0]
         assert "instructions" in from_struct(form.inputs) or form.inputs
-        events, finished = await resume(stub, events, request.canvas_id, request.session_id)
+        events, finished = await resume(stub, events, request.session_id)
     assert finished[0].status == common_pb2.RUN_STATUS_SUCCEEDED, (
         common_pb2.RunStatus.Name(finished[0].status), finished[0].error, cluster.log_tail("orchestrator"))
 

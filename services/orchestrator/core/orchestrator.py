@@ -128,7 +128,7 @@ class Orchestrator:
             pinned = session.revision_id if session and session.canvas_id == canvas_id else ""
             dsl, revision_id = await self.store.get_canvas_dsl(canvas_id, request.revision_id or pinned)
         else:
-            raise InvalidArgumentError.for_field("source", "give a canvas_id or an inline dsl")
+            raise InvalidArgumentError.for_field("source", "give a canvas_id, an inline dsl or a session_id")
         canvas = load_for_run(dsl, self._tool_context())
         spec = self._spec(canvas, request, session, previous)
         record = RunRecord(id=secrets.token_hex(16), spec=spec, canvas_id=canvas_id, revision_id=revision_id,
