@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.orchestrator.core import events as ev
+from services.orchestrator.core import telemetry
 from services.orchestrator.core.components import registry
 from services.orchestrator.core.components.base import Outcome
 from services.orchestrator.core.context import Frame, NodeContext, Services
@@ -292,24 +293,28 @@ class Execution:
                                         "parent_id": node.parent_id, "thoughts": component.thoughts(ctx), "attempt": attempt})
             error: NodeError | None = None
             outcome: Outcome | None = None
-            try:
-                if container:
-                    outcome = await component.invoke(ctx)
-                else:
-                    async with self.slots:
-                        async with asyncio.timeout(policy.timeout_s):
-                            outcome = await component.invoke(ctx)
-            except TimeoutError:
-                error = NodeTimeoutError(node_id, policy.timeout_s or 0)
-            except NodeError as exc:
-                error = exc
-            except RunPaused as paused:
-                return NodeResult(node_id, pause={"nested": paused.pauses}, attempt=attempt)
-            except NODE_FAILURES as exc:
-                error = NodeError(f"{type(exc).__name__}: {exc}", reason="COMPONENT_ERROR")
-            elapsed = int((time.perf_counter() - started) * 1000)
-            if error is None and outcome is not None and outcome.error:
-                error = NodeError(outcome.error)
+            with telemetry.node_span(node_id, node.type, attempt, scope) as node_trace:
+                try:
+                    if container:
+                        outcome = await component.invoke(ctx)
+                    else:
+                        async with self.slots:
+                            async with asyncio.timeout(policy.timeout_s):
+                                outcome = await component.invoke(ctx)
+                except TimeoutError:
+                    error = NodeTimeoutError(node_id, policy.timeout_s or 0)
+                except NodeError as exc:
+                    error = exc
+                except RunPaused as paused:
+                    return NodeResult(node_id, pause={"nested": paused.pauses}, attempt=attempt)
+                except NODE_FAILURES as exc:
+                    error = NodeError(f"{type(exc).__name__}: {exc}", reason="COMPONENT_ERROR")
+                elapsed = int((time.perf_counter() - started) * 1000)
+                if error is None and outcome is not None and outcome.error:
+                    error = NodeError(outcome.error)
+                telemetry.node_finished(node_trace, node.type, time.perf_counter() - started, error.reason if error else None)
+            if ctx.usage.calls or ctx.usage.total_tokens:
+                telemetry.record_tokens(ctx.usage)
             if error is None and outcome is not None:
                 if outcome.pause is not None:
                     self.state.outputs[node_id] = dict(outcome.outputs)
