@@ -39,6 +39,15 @@ if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) en
 return 1
 """
 
+_RENAME = _NOW_MS + """
+redis.call('ZREM', KEYS[1], ARGV[1])
+if ARGV[2] ~= '' then
+  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[2])
+  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
+end
+return 1
+"""
+
 _COUNT = _NOW_MS + """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 return redis.call('ZCARD', KEYS[1])
@@ -52,6 +61,7 @@ class RedisSlots:
         self._acquire = self._client.register_script(_ACQUIRE)
         self._hold = self._client.register_script(_HOLD)
         self._count = self._client.register_script(_COUNT)
+        self._rename = self._client.register_script(_RENAME)
 
     def _key(self, tenant: str) -> str:
         return self._prefix + (tenant or "_")
@@ -79,6 +89,12 @@ class RedisSlots:
             await self._client.zrem(self._key(tenant), run_id)
         except RedisError as exc:  # the slot lapses on its own after its TTL
             logger.warning("admission slot of run %s not released: %s", run_id, type(exc).__name__)
+
+    async def rename(self, tenant: str, old: str, new: str, ttl_ms: int) -> None:
+        try:
+            await self._rename(keys=[self._key(tenant)], args=[old, new, ttl_ms])
+        except RedisError as exc:
+            raise UnavailableError(f"admission control (Redis) is unavailable: {type(exc).__name__}") from None
 
     async def count(self, tenant: str) -> int:
         try:

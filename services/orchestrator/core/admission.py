@@ -34,6 +34,10 @@ class SlotStore(Protocol):
 
     async def release(self, tenant: str, run_id: str) -> None: ...
 
+    async def rename(self, tenant: str, old: str, new: str, ttl_ms: int) -> None:
+        """Atomically replace slot `old` by `new` (just release `old` when `new` is empty)."""
+        ...
+
     async def count(self, tenant: str) -> int:
         """Live slots of a tenant."""
         ...
@@ -70,6 +74,11 @@ class InMemorySlots:
     async def release(self, tenant: str, run_id: str) -> None:
         self._slots.get(tenant, {}).pop(run_id, None)
 
+    async def rename(self, tenant: str, old: str, new: str, ttl_ms: int) -> None:
+        self._slots.get(tenant, {}).pop(old, None)
+        if new:
+            self._slots.setdefault(tenant, {})[new] = self._clock() + ttl_ms / 1000
+
     async def count(self, tenant: str) -> int:
         return len(self._live(tenant))
 
@@ -102,6 +111,15 @@ class Admission:
                 f"(orchestrator.max_runs_per_tenant); retry when one ends",
                 retry_after_s=self.retry_after_s, metadata={"tenant": tenant, "limit": str(self.limit)})
         self._held[run_id] = tenant
+
+    async def rename(self, tenant: str, provisional: str, run_id: str) -> None:
+        """The admitted run got its id from the store (`run_id`; "" = no new run was created)."""
+        if not self.enabled:
+            return
+        self._held.pop(provisional, None)
+        if run_id:
+            self._held[run_id] = tenant
+        await self.slots.rename(tenant, provisional, run_id, self.slot_ttl_ms)
 
     async def adopt(self, tenant: str, run_id: str) -> None:
         """This replica executes `run_id` (a takeover): keep its slot alive, beyond the cap if need be."""

@@ -149,14 +149,14 @@ class Orchestrator:
         except BaseException:
             await self.admission.release(tenant_id, record.id)
             raise
-        if created.id != record.id:  # a retried request reattached to the run it started: one slot
-            await self.admission.release(tenant_id, record.id)
-        if created.id == record.id or created.status in (RunStatus.PENDING,):
-            claimed = await self._claim(created, canvas if created.id == record.id else None)
-            if not claimed and created.id == record.id:
-                self.admission.forget(created.id)  # not ours to renew: whoever claims it adopts it
-        if created.id == record.id:
+        fresh = created.status == RunStatus.PENDING
+        # The store assigns the run id: the provisional slot moves to it. A retried request that
+        # reattached to a run already under way keeps that run's own slot.
+        await self.admission.rename(tenant_id, record.id, created.id if fresh else "")
+        if fresh:
             telemetry.RUNS_STARTED.labels("resume" if previous is not None else "new").inc()
+            if not await self._claim(created, canvas if created.id == record.id else None):
+                self.admission.forget(created.id)  # not ours to renew: whoever claims it adopts it
         return created
 
     def _spec(self, canvas, request: RunRequest, session, previous: RunRecord | None) -> dict[str, Any]:
@@ -226,21 +226,29 @@ class Orchestrator:
         if not trace_id_var.get() and record.spec.get("trace_id"):
             trace_id_var.set(str(record.spec["trace_id"]))  # logs of a takeover carry the run's trace id
         status = None
-        try:
-            with telemetry.run_span(record) as run_trace:
-                status = await self.loop.drive(record, lease, cancel, canvas)
-                run_trace.set_attribute("run.status", status.name if status is not None else "ABANDONED")
-        except (AgentCanvasError, FailedPreconditionError) as exc:
-            logger.error("run %s stopped: %s", record.id, exc.message)
-        finally:
-            if status is None:  # abandoned or lease lost: the next owner adopts the slot
-                self.admission.forget(record.id)
-        if status is not None:  # ended or paused here: free the tenant's slot
-            telemetry.RUNS_FINISHED.labels(status.name).inc()
+        released = False
+
+        async def release_slot() -> None:
+            # Ends or pauses here: free the tenant's slot before the terminal event is visible, so a
+            # client that starts its next run on seeing WorkflowFinished is not refused.
+            nonlocal released
+            released = True
             try:
                 await self.admission.release(record.tenant_id, record.id)
             except AgentCanvasError as exc:
                 logger.warning("run %s: admission slot not released: %s", record.id, exc.message)
+
+        try:
+            with telemetry.run_span(record) as run_trace:
+                status = await self.loop.drive(record, lease, cancel, canvas, before_finish=release_slot)
+                run_trace.set_attribute("run.status", status.name if status is not None else "ABANDONED")
+        except (AgentCanvasError, FailedPreconditionError) as exc:
+            logger.error("run %s stopped: %s", record.id, exc.message)
+        finally:
+            if not released:  # abandoned or lease lost: the next owner adopts the slot
+                self.admission.forget(record.id)
+        if status is not None:
+            telemetry.RUNS_FINISHED.labels(status.name).inc()
 
     async def reap_once(self) -> int:
         """Take over runs whose lease expired (their replica died). Returns how many were claimed."""
