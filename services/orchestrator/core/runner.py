@@ -122,10 +122,13 @@ class Execution:
         frontier = Frontier(self.canvas.scope_nodes(parent_id), self.canvas.scope_edges(parent_id), entries)
         done: asyncio.Queue[tuple[str, asyncio.Task]] = asyncio.Queue()
         tasks: dict[str, asyncio.Task] = {}
+        # Node spans are children of the scope's span (run or container), also when a streaming
+        # producer launches its Message from inside its own task.
+        scope_trace = telemetry.current_context()
 
         def launch() -> None:
             for node_id in frontier.take_ready():
-                task = asyncio.create_task(self._node_task(node_id, scope, frame, frontier, launch))
+                task = asyncio.create_task(self._node_task(node_id, scope, frame, frontier, launch, scope_trace))
                 tasks[node_id] = task
                 task.add_done_callback(lambda t, n=node_id: done.put_nowait((n, t)))
 
@@ -267,7 +270,7 @@ class Execution:
 
     # -- one node -------------------------------------------------------------------------------
     async def _node_task(self, node_id: str, scope: str, frame: Frame | None, frontier: Frontier,
-                         relaunch: Callable[[], None]) -> NodeResult:
+                         relaunch: Callable[[], None], scope_trace: Any = None) -> NodeResult:
         key = self._key(scope, node_id)
         saved = self.replay.get(key)
         node = self.canvas.nodes[node_id]
@@ -293,7 +296,7 @@ class Execution:
                                         "parent_id": node.parent_id, "thoughts": component.thoughts(ctx), "attempt": attempt})
             error: NodeError | None = None
             outcome: Outcome | None = None
-            with telemetry.node_span(node_id, node.type, attempt, scope) as node_trace:
+            with telemetry.node_span(node_id, node.type, attempt, scope, parent=scope_trace) as node_trace:
                 try:
                     if container:
                         outcome = await component.invoke(ctx)

@@ -12,6 +12,7 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode, TraceFlags
 
@@ -30,6 +31,10 @@ NODE_LATENCY = telemetry.histogram(
 TOKENS = telemetry.counter("orchestrator_tokens_total", "Model tokens used by nodes, by kind", ("kind",))
 
 _TOKEN_KINDS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens")
+
+
+def current_context() -> Any:
+    return otel_context.get_current()
 
 
 def record_tokens(usage: Any) -> None:
@@ -67,11 +72,11 @@ def run_span(record: Any) -> Iterator[trace.Span]:
 
 
 @contextlib.contextmanager
-def node_span(node_id: str, component_type: str, attempt: int, scope: str) -> Iterator[trace.Span]:
+def node_span(node_id: str, component_type: str, attempt: int, scope: str, parent: Any = None) -> Iterator[trace.Span]:
     attributes = {"node.id": node_id, "node.type": component_type, "node.attempt": attempt}
     if scope:
         attributes["node.scope"] = scope
-    with telemetry.tracer().start_as_current_span("node", attributes=attributes) as current:
+    with telemetry.tracer().start_as_current_span("node", context=parent, attributes=attributes) as current:
         yield current
 
 
