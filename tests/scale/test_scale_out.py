@@ -11,6 +11,7 @@ takeover (and the Redis slot adopted by the new owner), and the side-port metric
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import urllib.request
 
@@ -205,8 +206,6 @@ async def test_logs_are_json_with_trace_ids_and_never_a_secret(stack):
     assert SECRET_KEY not in logs
     lines = [line for line in logs.splitlines() if TRACE_ID[::-1] in line]
     assert lines, "the run's trace id should appear in the logs"
-    import json
-
     records = [json.loads(line) for line in lines]
     assert all(r["trace_id"] == TRACE_ID[::-1] for r in records)
     assert {r["logger"] for r in records} >= {"services.common.interceptors"}

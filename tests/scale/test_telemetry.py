@@ -158,3 +158,19 @@ async def test_sandbox_job_span_and_metrics(tmp_path, finished_spans):
     assert 'agentcanvas_sandbox_jobs_total{language="python",reason="error"}' in text
     assert 'agentcanvas_sandbox_pool_ready{pool="' in text
     assert 'agentcanvas_sandbox_job_seconds_count{language="python"}' in text
+
+
+async def test_a_paused_run_frees_its_slot(stack):
+    stub, _provider = stack
+    form = dsl({
+        "begin": {"type": "Begin", "down": ["ask"]},
+        "ask": {"type": "UserFillUp", "down": ["msg"], "params": {
+            "tips": "Where to?", "inputs": {"city": {"name": "City", "type": "line", "optional": False}}}},
+        "msg": {"type": "Message", "params": {"content": ["Going to {ask@city}"]}},
+    })
+    paused = [e async for e in stub.RunCanvas(orchestrator_pb2.RunCanvasRequest(dsl=to_struct(form), query="a"),
+                                              metadata=AUTH, timeout=60)]
+    assert paused[-1].workflow_finished.status == common_pb2.RUN_STATUS_PAUSED
+    after = [e async for e in stub.RunCanvas(orchestrator_pb2.RunCanvasRequest(dsl=to_struct(llm_canvas()), query="b"),
+                                             metadata=AUTH, timeout=60)]
+    assert after[-1].workflow_finished.status == common_pb2.RUN_STATUS_SUCCEEDED  # the cap is 1
