@@ -35,6 +35,7 @@ _PROPAGATOR = TraceContextTextMapPropagator()
 _METRICS: dict[str, Any] = {}
 _LOCK = threading.Lock()
 _configured = False
+_exporting = False
 
 RPC_REQUESTS = "rpc_requests_total"
 RPC_LATENCY = "rpc_latency_seconds"
@@ -42,7 +43,7 @@ RPC_LATENCY = "rpc_latency_seconds"
 
 def configure_tracing(service: str, config: Config, exporter: SpanExporter | None = None) -> None:
     """Install the tracer provider for this process (first call wins)."""
-    global _configured
+    global _configured, _exporting
     with _LOCK:
         if _configured:
             return
@@ -58,7 +59,13 @@ def configure_tracing(service: str, config: Config, exporter: SpanExporter | Non
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=str(endpoint), insecure=True)))
     elif settings.get("console"):
         provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
+    _exporting = bool(exporter is not None or endpoint or settings.get("console"))
     trace.set_tracer_provider(provider)
+
+
+def exporting() -> bool:
+    """True when finished spans go somewhere. Hot paths (one span per node) skip their spans otherwise."""
+    return _exporting
 
 
 def tracer() -> trace.Tracer:

@@ -12,7 +12,9 @@ from services.common.bootstrap import ServiceDefinition
 from services.common.settings import Config
 from services.orchestrator.adapters.gateway_grpc import GatewayLlmClient
 from services.orchestrator.adapters.memory import InMemoryRunStore
+from services.orchestrator.adapters.admission_redis import RedisSlots
 from services.orchestrator.adapters.store_grpc import GrpcRunStore
+from services.orchestrator.core.admission import Admission, InMemorySlots
 from services.orchestrator.core.context import Services
 from services.orchestrator.core.loop import LoopSettings
 from services.orchestrator.core.orchestrator import Orchestrator
@@ -52,7 +54,13 @@ def build_orchestrator(config: Config, *, store=None, llm=None) -> tuple[Orchest
         limits=Limits(max_concurrency=settings.max_concurrency, max_backoff_s=settings.max_backoff_s,
                       node_timeout_s=settings.node_timeout_s),
     )
-    orchestrator = Orchestrator(store, services, loop_settings, takeover_interval_s=settings.takeover_interval_s)
+    if settings.redis_url:
+        slots = RedisSlots(settings.redis_url)
+    else:
+        slots = InMemorySlots()
+    admission = Admission(slots, settings.max_runs_per_tenant, settings.admission_slot_ttl_ms)
+    orchestrator = Orchestrator(store, services, loop_settings, takeover_interval_s=settings.takeover_interval_s,
+                                admission=admission)
     closables.append(http)
     closables.append(pool)
     closables.append(tools)

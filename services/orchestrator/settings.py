@@ -37,6 +37,13 @@ class OrchestratorSettings:
     service_token: str = ""
     """Token for calls made outside an RPC (takeovers); default: the client token (AGENT_CANVAS_TOKEN,
     auth.client_token, or the embedded token file)."""
+    max_runs_per_tenant: int = 32
+    """Concurrent runs (PENDING/RUNNING, not PAUSED) per tenant; the next RunCanvas gets RESOURCE_EXHAUSTED.
+    0 = unlimited. Shared by every replica through Redis when `redis_url` is set, else per replica."""
+    redis_url: str = ""
+    """Redis for the admission slots (e.g. redis://127.0.0.1:6379/0); empty = in-memory, per replica."""
+    admission_slot_ttl_ms: int = 30_000
+    """A slot lapses this long after its last renewal (renewed every third of it by the executing replica)."""
 
     @classmethod
     def from_section(cls, section: dict[str, Any]) -> "OrchestratorSettings":
@@ -47,6 +54,10 @@ class OrchestratorSettings:
             raise InvalidArgumentError.for_field("orchestrator", str(exc)) from None
         if settings.max_concurrency < 1:
             raise InvalidArgumentError.for_field("orchestrator.max_concurrency", "must be at least 1")
+        if settings.max_runs_per_tenant < 0:
+            raise InvalidArgumentError.for_field("orchestrator.max_runs_per_tenant", "must be >= 0 (0 = unlimited)")
+        if settings.admission_slot_ttl_ms < 300:
+            raise InvalidArgumentError.for_field("orchestrator.admission_slot_ttl_ms", "must be at least 300")
         if settings.store not in ("grpc", "memory"):
             raise InvalidArgumentError.for_field("orchestrator.store", "must be 'grpc' or 'memory'")
         return settings

@@ -21,7 +21,7 @@ from typing import Any
 
 from services.common import context as request_context
 from services.common.errors import InvalidArgumentError, ViolationCollector
-from services.llm_gateway.core import context, history, structured, think, tools
+from services.llm_gateway.core import context, history, observe, structured, think, tools
 from services.llm_gateway.core.policy import apply as apply_policy
 from services.llm_gateway.core.policy import effective_mode, think_format_for
 from services.llm_gateway.core.ports import EmbeddedModel, Provider
@@ -78,7 +78,7 @@ class LlmGateway:
     async def chat_stream(self, request: ChatRequest) -> AsyncIterator[Any]:
         """Validate and resolve (raising domain errors), then return the event stream."""
         planned = await self._plan(request)
-        return self._run(request, planned, streaming=True)
+        return self._observed(request, planned, streaming=True)
 
     async def chat(self, request: ChatRequest) -> ChatResult:
         planned = await self._plan(request)
@@ -87,7 +87,7 @@ class LlmGateway:
         calls: list[ToolCall] = []
         usage = Usage()
         finish = FinishEvent(FinishReason.ERROR)
-        async for event in self._run(request, planned, streaming=False):
+        async for event in self._observed(request, planned, streaming=False):
             if isinstance(event, TextEvent):
                 text.append(event.text)
             elif isinstance(event, ThinkDeltaEvent):
@@ -106,6 +106,11 @@ class LlmGateway:
         return ChatResult(text=answer, reasoning="".join(reasoning) if request.with_reasoning else "", tool_calls=calls,
                           structured=value, has_structured=has_value, finish_reason=finish.reason, usage=usage,
                           model=finish.model, error=finish.error)
+
+    def _observed(self, request: ChatRequest, planned: list[_Planned], streaming: bool) -> AsyncIterator[Any]:
+        route = planned[0].route
+        return observe.observed(self._run(request, planned, streaming), model=route.llm_id, provider=route.entry.provider,
+                                provider_model=route.litellm_model, streaming=streaming)
 
     def count_tokens(self, model: str, messages: list[Message], max_tokens: int) -> tuple[int, str, list[Message], int]:
         route = self.registry.resolve(model, need_key=False)

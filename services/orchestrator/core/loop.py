@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,7 +77,8 @@ class RunLoop:
         self.settings = settings
 
     async def drive(self, record: RunRecord, lease: Lease, cancel: asyncio.Event | None = None,
-                    canvas: CanvasSpec | None = None) -> RunStatus | None:
+                    canvas: CanvasSpec | None = None,
+                    before_finish: Callable[[], Awaitable[None]] | None = None) -> RunStatus | None:
         """Execute (or continue) a run under `lease`. `cancel` lets the local replica cancel at once;
         other replicas' cancels arrive through commit replies and the heartbeat."""
         # The store assigns run ids; the id seeds variant choices and keys model request ids.
@@ -105,6 +107,8 @@ class RunLoop:
             outcome = await self._execute(execution, cancel, lost)
             if outcome is None:
                 return None
+            if before_finish is not None:  # e.g. free the admission slot before clients can see the end
+                await before_finish()
             return await self._finish(record, execution, journal, *outcome)
         except JournalFailed as failed:
             logger.warning("run %s: stopping, journal unavailable (%s)", record.id, failed.cause.message)

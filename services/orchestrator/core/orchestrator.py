@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.common.context import deadline_var, new_trace_id, token_var, trace_id_var
-from services.common.errors import AbortedError, AgentCanvasError, FailedPreconditionError, InvalidArgumentError
-from services.orchestrator.core import sessions
+from services.common.errors import (AbortedError, AgentCanvasError, FailedPreconditionError, InvalidArgumentError,
+                                    ResourceExhaustedError)
+from services.orchestrator.core import sessions, telemetry
+from services.orchestrator.core.admission import Admission, InMemorySlots
 from services.orchestrator.core.context import Services
 from services.orchestrator.core.dsl.loader import LoadResult
 from services.orchestrator.core.dsl.validate import check_mcp_servers, load_for_run, validate
@@ -60,8 +62,10 @@ def file_value(item: InputFileData) -> str:
 
 
 class Orchestrator:
-    def __init__(self, store: RunStore, services: Services, settings: LoopSettings, *, takeover_interval_s: float = 2.0):
+    def __init__(self, store: RunStore, services: Services, settings: LoopSettings, *, takeover_interval_s: float = 2.0,
+                 admission: Admission | None = None):
         self.store = store
+        self.admission = admission or Admission(InMemorySlots(), limit=0)
         self.services = services
         self.settings = settings
         self.loop = RunLoop(store, services, settings)
@@ -75,6 +79,7 @@ class Orchestrator:
     async def start(self, *, takeover: bool = True) -> None:
         if takeover and self._reaper is None:
             self._reaper = asyncio.create_task(self._reap_forever())
+        self.admission.start()
 
     async def stop(self, grace: float = 0.0) -> None:
         """Stop taking work; give running runs `grace` seconds, then abandon them (their leases expire
@@ -97,6 +102,7 @@ class Orchestrator:
                 await self.store.release_lease(run_id, token)
             except AgentCanvasError as exc:
                 logger.info("run %s: could not release the lease: %s", run_id, exc.message)
+        await self.admission.close()
 
     # -- RPC operations -------------------------------------------------------------------------
     async def validate(self, dsl: dict[str, Any] | None, canvas_id: str = "") -> LoadResult:
@@ -135,9 +141,24 @@ class Orchestrator:
                            session_id=request.session_id, tenant_id=tenant_id, creator_id=user_id,
                            create_time_ms=int(time.time() * 1000))
         spec["trace_id"] = trace_id_var.get() or new_trace_id()
-        created = await self.store.create_run(record, request.request_id)
-        if created.id == record.id or created.status in (RunStatus.PENDING,):
-            await self._claim(created, canvas if created.id == record.id else None)
+        try:
+            await self.admission.admit(tenant_id, record.id)  # RESOURCE_EXHAUSTED before any record exists
+        except ResourceExhaustedError:
+            telemetry.ADMISSION_REJECTED.inc()
+            raise
+        try:
+            created = await self.store.create_run(record, request.request_id)
+        except BaseException:
+            await self.admission.release(tenant_id, record.id)
+            raise
+        fresh = created.status == RunStatus.PENDING
+        # The store assigns the run id: the provisional slot moves to it. A retried request that
+        # reattached to a run already under way keeps that run's own slot.
+        await self.admission.rename(tenant_id, record.id, created.id if fresh else "")
+        if fresh:
+            telemetry.RUNS_STARTED.labels("resume" if previous is not None else "new").inc()
+            if not await self._claim(created, canvas if created.id == record.id else None):
+                self.admission.forget(created.id)  # not ours to renew: whoever claims it adopts it
         return created
 
     def _spec(self, canvas, request: RunRequest, session, previous: RunRecord | None) -> dict[str, Any]:
@@ -184,6 +205,7 @@ class Orchestrator:
         except (AbortedError, FailedPreconditionError):
             return False  # another replica holds it, or it already ended
         full = record if record.spec.get("dsl") else await self.store.get_run(record.id)
+        await self.admission.adopt(full.tenant_id, full.id)
         cancel = asyncio.Event()
         task = asyncio.create_task(self._drive(full, lease, cancel, canvas))
         self._runs[record.id] = task
@@ -203,10 +225,32 @@ class Orchestrator:
         if record.tenant_id and not token_var.get():
             # A takeover runs outside any RPC: the service token acts on behalf of the run's creator.
             acting_as.set(f"{record.tenant_id}/{record.creator_id}")
+        if not trace_id_var.get() and record.spec.get("trace_id"):
+            trace_id_var.set(str(record.spec["trace_id"]))  # logs of a takeover carry the run's trace id
+        status = None
+        released = False
+
+        async def release_slot() -> None:
+            # Ends or pauses here: free the tenant's slot before the terminal event is visible, so a
+            # client that starts its next run on seeing WorkflowFinished is not refused.
+            nonlocal released
+            released = True
+            try:
+                await self.admission.release(record.tenant_id, record.id)
+            except AgentCanvasError as exc:
+                logger.warning("run %s: admission slot not released: %s", record.id, exc.message)
+
         try:
-            await self.loop.drive(record, lease, cancel, canvas)
+            with telemetry.run_span(record) as run_trace:
+                status = await self.loop.drive(record, lease, cancel, canvas, before_finish=release_slot)
+                run_trace.set_attribute("run.status", status.name if status is not None else "ABANDONED")
         except (AgentCanvasError, FailedPreconditionError) as exc:
             logger.error("run %s stopped: %s", record.id, exc.message)
+        finally:
+            if not released:  # abandoned or lease lost: the next owner adopts the slot
+                self.admission.forget(record.id)
+        if status is not None:
+            telemetry.RUNS_FINISHED.labels(status.name).inc()
 
     async def reap_once(self) -> int:
         """Take over runs whose lease expired (their replica died). Returns how many were claimed."""
@@ -216,6 +260,7 @@ class Orchestrator:
                 continue
             if await self._claim(record):
                 logger.info("took over run %s", record.id)
+                telemetry.RUNS_TAKEN_OVER.inc()
                 claimed += 1
         return claimed
 

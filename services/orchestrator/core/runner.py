@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.orchestrator.core import events as ev
+from services.orchestrator.core import telemetry
 from services.orchestrator.core.components import registry
 from services.orchestrator.core.components.base import Outcome
 from services.orchestrator.core.context import Frame, NodeContext, Services
@@ -121,10 +122,13 @@ class Execution:
         frontier = Frontier(self.canvas.scope_nodes(parent_id), self.canvas.scope_edges(parent_id), entries)
         done: asyncio.Queue[tuple[str, asyncio.Task]] = asyncio.Queue()
         tasks: dict[str, asyncio.Task] = {}
+        # Node spans are children of the scope's span (run or container), also when a streaming
+        # producer launches its Message from inside its own task.
+        scope_trace = telemetry.current_context()
 
         def launch() -> None:
             for node_id in frontier.take_ready():
-                task = asyncio.create_task(self._node_task(node_id, scope, frame, frontier, launch))
+                task = asyncio.create_task(self._node_task(node_id, scope, frame, frontier, launch, scope_trace))
                 tasks[node_id] = task
                 task.add_done_callback(lambda t, n=node_id: done.put_nowait((n, t)))
 
@@ -266,7 +270,7 @@ class Execution:
 
     # -- one node -------------------------------------------------------------------------------
     async def _node_task(self, node_id: str, scope: str, frame: Frame | None, frontier: Frontier,
-                         relaunch: Callable[[], None]) -> NodeResult:
+                         relaunch: Callable[[], None], scope_trace: Any = None) -> NodeResult:
         key = self._key(scope, node_id)
         saved = self.replay.get(key)
         node = self.canvas.nodes[node_id]
@@ -292,24 +296,28 @@ class Execution:
                                         "parent_id": node.parent_id, "thoughts": component.thoughts(ctx), "attempt": attempt})
             error: NodeError | None = None
             outcome: Outcome | None = None
-            try:
-                if container:
-                    outcome = await component.invoke(ctx)
-                else:
-                    async with self.slots:
-                        async with asyncio.timeout(policy.timeout_s):
-                            outcome = await component.invoke(ctx)
-            except TimeoutError:
-                error = NodeTimeoutError(node_id, policy.timeout_s or 0)
-            except NodeError as exc:
-                error = exc
-            except RunPaused as paused:
-                return NodeResult(node_id, pause={"nested": paused.pauses}, attempt=attempt)
-            except NODE_FAILURES as exc:
-                error = NodeError(f"{type(exc).__name__}: {exc}", reason="COMPONENT_ERROR")
-            elapsed = int((time.perf_counter() - started) * 1000)
-            if error is None and outcome is not None and outcome.error:
-                error = NodeError(outcome.error)
+            with telemetry.node_span(node_id, node.type, attempt, scope, parent=scope_trace) as node_trace:
+                try:
+                    if container:
+                        outcome = await component.invoke(ctx)
+                    else:
+                        async with self.slots:
+                            async with asyncio.timeout(policy.timeout_s):
+                                outcome = await component.invoke(ctx)
+                except TimeoutError:
+                    error = NodeTimeoutError(node_id, policy.timeout_s or 0)
+                except NodeError as exc:
+                    error = exc
+                except RunPaused as paused:
+                    return NodeResult(node_id, pause={"nested": paused.pauses}, attempt=attempt)
+                except NODE_FAILURES as exc:
+                    error = NodeError(f"{type(exc).__name__}: {exc}", reason="COMPONENT_ERROR")
+                elapsed = int((time.perf_counter() - started) * 1000)
+                if error is None and outcome is not None and outcome.error:
+                    error = NodeError(outcome.error)
+                telemetry.node_finished(node_trace, node.type, time.perf_counter() - started, error.reason if error else None)
+            if ctx.usage.calls or ctx.usage.total_tokens:
+                telemetry.record_tokens(ctx.usage)
             if error is None and outcome is not None:
                 if outcome.pause is not None:
                     self.state.outputs[node_id] = dict(outcome.outputs)

@@ -13,6 +13,8 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
+from services.sandbox.core import observe
+
 logger = logging.getLogger(__name__)
 
 W = TypeVar("W")
@@ -37,6 +39,7 @@ class WarmPool(Generic[W]):
         self._closed = False
         self.changed = asyncio.Event()
         """Set whenever a worker becomes ready (benchmarks and tests wait for a full pool on it)."""
+        observe.track_pool(name, lambda: len(self._ready))  # the pool depth gauge, read at scrape time
 
     @property
     def ready_count(self) -> int:

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from services.common.errors import InvalidArgumentError, UnavailableError
-from services.sandbox.core import static_checks
+from services.sandbox.core import observe, static_checks
 from services.sandbox.core.admission import Admission
 from services.sandbox.core.models import Event, ExecMode, JobSpec, Limits, Output, RuntimeInfo, canonical_language
 from services.sandbox.core.ports import SandboxBackend
@@ -26,6 +26,7 @@ class Sandbox:
         self.backend = backend
         self.settings = settings
         self.admission = Admission(settings.max_concurrent, settings.max_queue)
+        observe.track_admission(lambda: self.admission.running, lambda: self.admission.waiting)
 
     def runtimes(self) -> list[RuntimeInfo]:
         return self.backend.runtimes()
@@ -59,8 +60,10 @@ class Sandbox:
         async with self.admission.slot():
             logger.info("job %s start", job.job_id, extra={"job_id": job.job_id, "language": job.language,
                                                              "request_id": job.request_id})
-            events = supervise(self.backend, job, version, max_artifacts=self.settings.max_artifacts,
-                               max_artifact_bytes=self.settings.max_artifact_bytes)
+            events = observe.observed(
+                supervise(self.backend, job, version, max_artifacts=self.settings.max_artifacts,
+                          max_artifact_bytes=self.settings.max_artifact_bytes),
+                job_id=job.job_id, language=job.language, backend=self.backend.name)
             try:
                 first = True
                 async for event in events:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
@@ -32,12 +33,16 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import event, exc
 from sqlalchemy.engine import Connection, Engine
 
+from services.common import telemetry
 from services.common.errors import AbortedError, InvalidArgumentError, UnavailableError
 
 logger = logging.getLogger(__name__)
 
 VERSION_TABLE = "alembic_version_canvas_store"
 _WRITE = "canvas_store_write"
+_TX_LATENCY = telemetry.histogram(
+    "store_db_transaction_seconds", "Database transaction latency (connection wait included), by kind and outcome",
+    ("kind", "outcome"), buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5))
 
 
 def normalise_url(url: str) -> str:
@@ -138,16 +143,28 @@ def translate_db_errors() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _timed(kind: str) -> Iterator[None]:
+    """Observe a transaction's latency (including waiting for a pooled connection) and its outcome."""
+    started = time.perf_counter()
+    outcome = "error"
+    try:
+        yield
+        outcome = "ok"
+    finally:
+        _TX_LATENCY.labels(kind, outcome).observe(time.perf_counter() - started)
+
+
+@contextlib.contextmanager
 def read_tx(db: Database) -> Iterator[Connection]:
     """A read transaction (plain BEGIN on SQLite)."""
-    with translate_db_errors(), db.engine.connect() as connection, connection.begin():
+    with _timed("read"), translate_db_errors(), db.engine.connect() as connection, connection.begin():
         yield connection
 
 
 @contextlib.contextmanager
 def write_tx(db: Database) -> Iterator[Connection]:
     """A write transaction: BEGIN IMMEDIATE plus an in-process writer lock on SQLite."""
-    with translate_db_errors(), contextlib.ExitStack() as stack:
+    with _timed("write"), translate_db_errors(), contextlib.ExitStack() as stack:
         if db.write_lock is not None:
             stack.enter_context(db.write_lock)
         connection = stack.enter_context(db.engine.connect())
