@@ -174,7 +174,7 @@ async def test_takeover_keeps_the_trace_id_and_the_admission_slot(stack):
     assert events[-1].workflow_finished.status == common_pb2.RUN_STATUS_SUCCEEDED
     assert {e.trace_id for e in events} == {TRACE_ID}
     starts = [e.node_started.attempt for e in events if _kind(e) == "node_started" and e.node_started.component_id == "hold"]
-    assert len(starts) == 2  # the dead replica's attempt, then the survivor's
+    assert starts == [1, 2]  # the dead replica's attempt, then the survivor's
     assert slots.zscore(key, run_id) is None
     taken_over = sum(total(scrape(r.metrics_url), "agentcanvas_orchestrator_runs_taken_over_total") for r in (stack.a, stack.b))
     assert taken_over >= 1

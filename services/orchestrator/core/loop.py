@@ -43,6 +43,27 @@ class Rebuilt:
     replay: dict[str, dict[str, Any]]
     started: bool
     usage: Usage
+    interrupted: dict[str, int] = field(default_factory=dict)
+    """Attempts of nodes that had started, but not finished, when the previous holder stopped."""
+
+
+async def _interrupted_attempts(store: RunStore, run_id: str) -> dict[str, int]:
+    """NodeStarted events without a later NodeFinished, per node, from the persisted log. Read only
+    on a takeover, so that a node started again continues its attempt count (side effects are keyed
+    by run, node and attempt)."""
+    open_attempts: dict[str, int] = {}
+    after = 0
+    while True:
+        page = await store.list_events(run_id, after)
+        for event in page:
+            node_id = event.data.get("component_id", "")
+            if event.kind == ev.NODE_STARTED:
+                open_attempts[node_id] = open_attempts.get(node_id, 0) + 1
+            elif event.kind == ev.NODE_FINISHED:
+                open_attempts.pop(node_id, None)
+        if not page:
+            return open_attempts
+        after = page[-1].seq
 
 
 async def rebuild(store: RunStore, record: RunRecord) -> Rebuilt:
@@ -67,7 +88,8 @@ async def rebuild(store: RunStore, record: RunRecord) -> Rebuilt:
             replay[step.state["key"]] = step.state
             if step.state.get("usage"):
                 usage.add(Usage.from_dict(step.state["usage"]))
-    return Rebuilt(replay, started, usage)
+    interrupted = await _interrupted_attempts(store, record.id) if started else {}
+    return Rebuilt(replay, started, usage, interrupted)
 
 
 class RunLoop:
@@ -95,7 +117,8 @@ class RunLoop:
         lost = asyncio.Event()
         journal = Journal(self.store, record.id, lease.token, flush_interval_s=self.settings.flush_interval_s,
                           on_cancel_requested=cancel.set)
-        execution = Execution(canvas, state, journal, self.services, self.settings.limits, rebuilt.replay)
+        execution = Execution(canvas, state, journal, self.services, self.settings.limits, rebuilt.replay,
+                              interrupted=rebuilt.interrupted)
         heartbeat = asyncio.create_task(self._heartbeat(record.id, lease, cancel, lost))
         try:
             if record.cancel_requested:

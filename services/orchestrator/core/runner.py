@@ -83,13 +83,14 @@ class Execution:
     """One run's graph execution while this replica holds the lease."""
 
     def __init__(self, canvas: CanvasSpec, state: RunState, journal: Journal, services: Services, limits: Limits,
-                 replay: dict[str, dict[str, Any]]):
+                 replay: dict[str, dict[str, Any]], interrupted: dict[str, int] | None = None):
         self.canvas = canvas
         self.state = state
         self.journal = journal
         self.services = services
         self.limits = limits
         self.replay = replay
+        self.interrupted = dict(interrupted or {})  # node → attempts already made by a previous holder
         self.slots = asyncio.Semaphore(limits.max_concurrency)
         self.pauses: list[tuple[str, dict[str, Any]]] = []
         self.in_flight: dict[tuple[str, str], str] = {}  # (scope, node) → node id, started and not finished
@@ -284,7 +285,7 @@ class Execution:
         component = cls(node)
         policy = self._policy(node)
         container = cls.default_timeout_s is None
-        attempt = 0
+        attempt = self.interrupted.pop(node_id, 0)
         while True:
             attempt += 1
             ctx = NodeContext(node=node, state=self.state, services=self.services, scope=scope, attempt=attempt,
