@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import grpc
 from agentcanvas.v1 import llm_gateway_pb2, llm_gateway_pb2_grpc
 
 from services.common import status
-from services.common.clients import call_timeout, create_channel, outbound_metadata
+from services.common.clients import call_timeout
 from services.common.errors import AgentCanvasError, UnavailableError
+from services.orchestrator.adapters.peer import PeerClient, TokenSource
 from services.orchestrator.core.errors import NodeError
-from services.orchestrator.core.ports import ChatChunk, ChatRequest, Usage, acting_as
+from services.orchestrator.core.ports import ChatChunk, ChatRequest, Usage
 
 _THINKING = {
     "enabled": llm_gateway_pb2.THINKING_MODE_ENABLED,
@@ -63,29 +64,14 @@ def to_request(request: ChatRequest) -> llm_gateway_pb2.ChatRequest:
     return proto
 
 
-class GatewayLlmClient:
-    def __init__(self, target: str, *, own_token: str | Callable[[], str | None] | None = None, timeout_s: float = 600.0):
-        # The channel is opened on first use: grpc.aio binds it to the running event loop.
-        self._target = target
-        self._channel: grpc.aio.Channel | None = None
-        self._stub_instance = None
-        self._token = own_token
-        self._timeout = timeout_s
+class GatewayLlmClient(PeerClient):
+    stub_class = llm_gateway_pb2_grpc.LlmGatewayStub
 
-    @property
-    def _stub(self):
-        if self._stub_instance is None:
-            self._channel = create_channel(self._target)
-            self._stub_instance = llm_gateway_pb2_grpc.LlmGatewayStub(self._channel)
-        return self._stub_instance
-
-    async def close(self) -> None:
-        if self._channel is not None:
-            await self._channel.close()
+    def __init__(self, target: str, *, own_token: TokenSource = None, timeout_s: float = 600.0):
+        super().__init__(target, own_token=own_token, timeout_s=timeout_s)
 
     async def chat_stream(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
-        metadata = outbound_metadata(self._token() if callable(self._token) else self._token, on_behalf_of=acting_as.get() or None)
-        call = self._stub.ChatStream(to_request(request), metadata=metadata, timeout=call_timeout(self._timeout))
+        call = self._stub.ChatStream(to_request(request), metadata=self._metadata(), timeout=call_timeout(self._timeout))
         try:
             async for event in call:
                 kind = event.WhichOneof("event")

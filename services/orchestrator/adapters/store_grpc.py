@@ -6,19 +6,20 @@ orchestrator's own service token plus the on-behalf-of header (core.ports.acting
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import grpc
 from agentcanvas.v1 import canvas_store_pb2, canvas_store_pb2_grpc, common_pb2, orchestrator_pb2
 
 from services.common import status
-from services.common.clients import call_timeout, create_channel, outbound_metadata
+from services.common.clients import call_timeout
 from services.common.structs import from_struct, to_struct
 from services.orchestrator.adapters.event_proto import from_proto, to_proto
+from services.orchestrator.adapters.peer import PeerClient, TokenSource
 from services.orchestrator.core.events import Event
 from services.orchestrator.core.ports import (
-    CommitResult, Lease, RunError, RunRecord, RunStatus, Session, Step, Usage, acting_as,
+    CommitResult, Lease, RunError, RunRecord, RunStatus, Session, Step, Usage,
 )
 
 
@@ -57,28 +58,11 @@ def _stored_to_event(stored: canvas_store_pb2.StoredRunEvent) -> Event:
     return event
 
 
-class GrpcRunStore:
-    def __init__(self, target: str, *, own_token: str | Callable[[], str | None] | None = None, timeout_s: float = 10.0):
-        # The channel is opened on first use: grpc.aio binds it to the running event loop.
-        self._target = target
-        self._channel: grpc.aio.Channel | None = None
-        self._stub_instance = None
-        self._token = own_token
-        self._timeout = timeout_s
+class GrpcRunStore(PeerClient):
+    stub_class = canvas_store_pb2_grpc.CanvasStoreStub
 
-    @property
-    def _stub(self):
-        if self._stub_instance is None:
-            self._channel = create_channel(self._target)
-            self._stub_instance = canvas_store_pb2_grpc.CanvasStoreStub(self._channel)
-        return self._stub_instance
-
-    async def close(self) -> None:
-        if self._channel is not None:
-            await self._channel.close()
-
-    def _metadata(self) -> list[tuple[str, str]]:
-        return outbound_metadata(self._token() if callable(self._token) else self._token, on_behalf_of=acting_as.get() or None)
+    def __init__(self, target: str, *, own_token: TokenSource = None, timeout_s: float = 10.0):
+        super().__init__(target, own_token=own_token, timeout_s=timeout_s)
 
     async def _call(self, method: str, request: Any) -> Any:
         try:

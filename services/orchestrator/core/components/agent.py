@@ -197,33 +197,12 @@ class Agent(LLM):
         if specs:
             request.tools = specs
             request.tool_choice = "auto"
-        text: list[str] = []
-        held: list[tuple[str, str]] = []
-        calls: list[dict[str, Any]] = []
-        error, retryable = "", False
-        try:
-            async for chunk in ctx.services.llm.chat_stream(request):
-                if chunk.kind == "text":
-                    text.append(chunk.text)
-                    held.append(("text", chunk.text))
-                elif chunk.kind in ("think_start", "think_delta", "think_end"):
-                    if stream is not None:
-                        stream.push(chunk.kind, chunk.text)
-                elif chunk.kind == "tool_call" and chunk.tool_call is not None:
-                    calls.append(chunk.tool_call)
-                elif chunk.kind == "usage" and chunk.usage is not None:
-                    ctx.usage.add(chunk.usage)
-                elif chunk.kind == "finish" and chunk.error:
-                    error, retryable = chunk.error, chunk.retryable
-        except NodeError as exc:
-            error, retryable = exc.message, exc.retryable
-        if error:
-            partial = stream is not None and bool(stream.text_so_far())
-            raise NodeError(f"{self.id}: model call failed: {error}", reason="MODEL_ERROR", retryable=retryable and not partial)
+        # A round's text is held until the round turns out to be the answer (no tool calls).
+        pieces, calls = await self._consume(ctx, request, stream, live_text=False)
         if not calls and stream is not None:
-            for kind, piece in held:
-                stream.push(kind, piece)
-        return "".join(text), calls
+            for piece in pieces:
+                stream.push("text", piece)
+        return "".join(pieces), calls
 
     async def _call_tool(self, ctx, by_name, call: dict[str, Any], tool_context, result: LoopResult) -> str:
         name = str(call.get("name", ""))

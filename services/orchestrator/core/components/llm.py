@@ -154,18 +154,29 @@ class LLM(Component):
         raise NodeError(f"{self.id}: the model's answer is not valid JSON for the schema", reason="INVALID_STRUCTURED_OUTPUT")
 
     async def _call(self, ctx, request: ChatRequest, stream) -> str:
-        text: list[str] = []
-        error = ""
-        retryable = False
+        pieces, _calls = await self._consume(ctx, request, stream, live_text=True)
+        if stream is not None:
+            stream.close()
+        return "".join(pieces)
+
+    async def _consume(self, ctx, request: ChatRequest, stream, *, live_text: bool) -> tuple[list[str], list[dict[str, Any]]]:
+        """One ChatStream: reasoning goes to `stream` as it arrives (and text too when `live_text`),
+        usage into the node's usage. Returns the text pieces and the tool calls; a model error raises
+        NodeError, retryable only while nothing has reached the stream's consumer."""
+        pieces: list[str] = []
+        calls: list[dict[str, Any]] = []
+        error, retryable = "", False
         try:
             async for chunk in ctx.services.llm.chat_stream(request):
                 if chunk.kind == "text":
-                    text.append(chunk.text)
-                    if stream is not None:
+                    pieces.append(chunk.text)
+                    if live_text and stream is not None:
                         stream.push("text", chunk.text)
                 elif chunk.kind in ("think_start", "think_delta", "think_end"):
                     if stream is not None:
                         stream.push(chunk.kind, chunk.text)
+                elif chunk.kind == "tool_call" and chunk.tool_call is not None:
+                    calls.append(chunk.tool_call)
                 elif chunk.kind == "usage" and chunk.usage is not None:
                     ctx.usage.add(chunk.usage)
                 elif chunk.kind == "finish" and chunk.error:
@@ -177,6 +188,4 @@ class LLM(Component):
             # The runner closes the stream after the error policy decided (default value or failure).
             partial = stream is not None and bool(stream.text_so_far())
             raise NodeError(f"{self.id}: model call failed: {error}", reason="MODEL_ERROR", retryable=retryable and not partial)
-        if stream is not None:
-            stream.close()
-        return "".join(text)
+        return pieces, calls
