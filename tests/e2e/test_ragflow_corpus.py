@@ -24,8 +24,6 @@ from services.common.structs import from_struct, to_struct
 from tests.e2e.cluster import TOKEN, Cluster
 from tests.support.generic_llm import THINK_PREFIX
 
-pytest.importorskip("services.canvas_store.app", reason="the canvas_store service is not in this tree yet")
-pytest.importorskip("services.sandbox.app", reason="the sandbox service is not in this tree yet")
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ragflow_dsl"
 AUTH = [("authorization", f"Bearer {TOKEN}")]
