@@ -3,36 +3,22 @@ one config file, with the generic scripted model and the local web-API servers b
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from services.common.health import wait_until_serving
+from tests.support.cluster import ProcessCluster, free_port
 from tests.support.generic_llm import generic_reply
 from tests.support.openai_server import ScriptedOpenAIServer
 from tests.support.web_apis import WebApis, start_web_apis
 
-ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "t-e2e"
 SERVICES = ("canvas_store", "llm_gateway", "sandbox", "orchestrator")
-# Provider keys a developer may have exported must not send the factories to the real internet.
-_PROVIDER_ENV = ("OPENAI_API_KEY", "DEEPSEEK_API_KEY", "DASHSCOPE_API_KEY", "MOONSHOT_API_KEY", "ANTHROPIC_API_KEY",
-                 "GEMINI_API_KEY", "ZHIPUAI_API_KEY", "AGENT_CANVAS_TOKEN", "AGENT_CANVAS_CONFIG")
 KB_TEXT = """Renewable energy comes from sources that are naturally replenished: sunlight, wind, rain, tides,
 waves and geothermal heat. Solar power and wind power are the fastest growing renewable energy sources.
 Energy storage such as batteries makes renewable energy available when the sun does not shine."""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def cluster_config(data_dir: Path, model_url: str, apis: WebApis, ports: dict[str, int],
@@ -65,7 +51,7 @@ class Cluster:
     def __init__(self, tmp: Path):
         self.tmp = tmp
         self.stack = ExitStack()
-        self.processes: dict[str, subprocess.Popen] = {}
+        self.processes = ProcessCluster(tmp / "processes", tokens=[])
         self.ports = {name: free_port() for name in SERVICES}
         self.model = ScriptedOpenAIServer(default=generic_reply)
         self.apis: WebApis | None = None
@@ -80,22 +66,13 @@ class Cluster:
         self.apis = self.stack.enter_context(start_web_apis())
         data_dir = self.tmp / "data"
         data_dir.mkdir(parents=True, exist_ok=True)
+        self.processes.workdir.mkdir(parents=True, exist_ok=True)
         config = cluster_config(data_dir, self.model.base_url, self.apis, self.ports, routed_ids)
         self.config_path.write_text(yaml.safe_dump(config))
         self._seed_kb(data_dir)
-        env = {k: v for k, v in os.environ.items() if k not in _PROVIDER_ENV}
-        env["PYTHONPATH"] = f"{ROOT}:{ROOT / 'gen' / 'python'}"
-        logs = self.tmp / "logs"
-        logs.mkdir(exist_ok=True)
-        for name in SERVICES:
-            log = open(logs / f"{name}.log", "wb")  # noqa: SIM115 - closed with the stack
-            self.stack.callback(log.close)
-            self.processes[name] = subprocess.Popen(
-                [sys.executable, "-m", f"services.{name}", "--config", str(self.config_path)],
-                env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         for name in SERVICES:
             try:
-                await wait_until_serving(self.address(name), timeout=90)
+                await self.processes.spawn(name, name, config_path=self.config_path, port=self.ports[name])
             except TimeoutError:
                 raise RuntimeError(f"{name} did not start: {self.log_tail(name)}") from None
         return self
@@ -109,17 +86,8 @@ class Cluster:
         kb_cli.add([doc], Config.load(str(self.config_path)), env={})
 
     def log_tail(self, name: str, chars: int = 3000) -> str:
-        path = self.tmp / "logs" / f"{name}.log"
-        return path.read_text(errors="replace")[-chars:] if path.exists() else ""
+        return self.processes.log_tail(name, chars)
 
     def close(self) -> None:
-        for process in self.processes.values():
-            if process.poll() is None:
-                process.terminate()
-        for process in self.processes.values():
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(5)
+        self.processes.close()
         self.stack.close()

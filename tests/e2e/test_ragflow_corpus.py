@@ -264,7 +264,7 @@ def test_cli_run_with_the_one_config_file(cluster, mode):
     import subprocess
     import sys
 
-    from tests.e2e.cluster import ROOT
+    from tests.support.cluster import ROOT
 
     template = FIXTURES / "templates" / "web_search_assistant.json"
     before = len(cluster.apis.of("wikipedia"))

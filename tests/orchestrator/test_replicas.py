@@ -8,106 +8,61 @@ ends the run CANCELLED. Needs the canvas_store service (skipped only when its pa
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import socket
-import subprocess
-import sys
-import uuid
 from pathlib import Path
 
 import grpc
 import pytest
-import sqlalchemy as sa
-import yaml
 from agentcanvas.v1 import common_pb2, orchestrator_pb2, orchestrator_pb2_grpc
 
 from services.canvas_store import app as store_app
 from services.common.auth import TokenAuthenticator
 from services.common.bootstrap import start_server
-from services.common.health import wait_until_serving
 from services.common.settings import Config
 from services.common.structs import to_struct
 from tests.orchestrator.support.harness import dsl
 from tests.orchestrator.support.http_server import EchoServer
+from tests.support.cluster import ProcessCluster, postgres_database
 
 
-ROOT = Path(__file__).parents[2]
-POSTGRES_URL = os.environ.get("STORE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 TOKENS = [{"token": "t-alice", "tenant": "acme", "user": "alice"},
           {"token": "t-svc", "tenant": "ops", "user": "orchestrator", "role": "service"}]
 AUTH = [("authorization", "Bearer t-alice")]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+class Replicas:
+    """Orchestrator processes sharing one canvas_store (on PostgreSQL), through the shared process harness."""
 
-
-@pytest.fixture
-def postgres_url():
-    name = f"ac_orch_test_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    yield sa.engine.make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    admin.dispose()
-
-
-class Cluster:
     def __init__(self, tmp_path: Path, store_port: int):
-        self.tmp_path = tmp_path
+        self.processes = ProcessCluster(tmp_path, TOKENS, log_level="WARNING")
         self.store_address = f"127.0.0.1:{store_port}"
-        self.processes: dict[str, subprocess.Popen] = {}
-        self.addresses: dict[str, str] = {}
 
     async def spawn(self, name: str) -> str:
-        port = _free_port()
-        config = {
-            "data_dir": str(self.tmp_path / name),
-            "auth": {"embedded": False, "tokens": TOKENS},
-            "addresses": {"canvas_store": self.store_address, "llm_gateway": "127.0.0.1:9"},
-            "log": {"level": "WARNING"},
-            "orchestrator": {"lease_ttl_ms": 1500, "takeover_interval_s": 0.2, "holder": name,
-                             "service_token": "t-svc", "flush_interval_ms": 5},
-        }
-        path = self.tmp_path / f"{name}.yaml"
-        path.write_text(yaml.safe_dump(config))
-        env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'gen' / 'python'}"}
-        env.pop("AGENT_CANVAS_TOKEN", None)
-        self.processes[name] = subprocess.Popen([sys.executable, "-m", "services.orchestrator", "--config", str(path),
-                                                 "--port", str(port)], env=env, cwd=ROOT)
-        self.addresses[name] = f"127.0.0.1:{port}"
-        await wait_until_serving(self.addresses[name], timeout=60)
-        return self.addresses[name]
+        process = await self.processes.spawn(
+            name, "orchestrator",
+            {"lease_ttl_ms": 1500, "takeover_interval_s": 0.2, "holder": name, "service_token": "t-svc",
+             "flush_interval_ms": 5},
+            addresses={"canvas_store": self.store_address, "llm_gateway": "127.0.0.1:9"}, timeout=60)
+        return process.address
 
     def kill(self, name: str) -> None:
-        self.processes[name].send_signal(signal.SIGKILL)
-        self.processes[name].wait(30)
+        self.processes.kill(name)
 
     def close(self) -> None:
-        for process in self.processes.values():
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(20)
-                except subprocess.TimeoutExpired:
-                    process.kill()
+        self.processes.close()
 
 
 @pytest.fixture
-async def cluster(tmp_path, postgres_url):
-    config = Config.load(env={"AGENT_CANVAS_DATA_DIR": str(tmp_path)}).with_overrides({
-        "auth": {"embedded": False, "tokens": TOKENS},
-        "store": {"database_url": postgres_url, "watch_poll_interval_ms": 50, "seed_templates": False}})
-    store = await start_server(store_app.build_definition(config), config, authenticator=TokenAuthenticator.from_config(config, env={}))
-    nodes = Cluster(tmp_path, store.port)
-    yield nodes
-    nodes.close()
-    await store.stop(0)
+async def cluster(tmp_path):
+    with postgres_database("ac_orch_test") as postgres_url:
+        config = Config.load(env={"AGENT_CANVAS_DATA_DIR": str(tmp_path)}).with_overrides({
+            "auth": {"embedded": False, "tokens": TOKENS},
+            "store": {"database_url": postgres_url, "watch_poll_interval_ms": 50, "seed_templates": False}})
+        store = await start_server(store_app.build_definition(config), config,
+                                   authenticator=TokenAuthenticator.from_config(config, env={}))
+        nodes = Replicas(tmp_path, store.port)
+        yield nodes
+        nodes.close()
+        await store.stop(0)
 
 
 def slow_canvas(url: str):

@@ -35,6 +35,8 @@ from services.common.settings import SECTION_BY_SERVICE
 ROOT = Path(__file__).parents[2]
 POSTGRES_URL = os.environ.get("STORE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+PROVIDER_ENV = ("OPENAI_API_KEY", "DEEPSEEK_API_KEY", "DASHSCOPE_API_KEY", "MOONSHOT_API_KEY", "ANTHROPIC_API_KEY",
+                "GEMINI_API_KEY", "ZHIPUAI_API_KEY")
 
 
 def free_port() -> int:
@@ -85,21 +87,27 @@ class ProcessCluster:
 
     async def spawn(self, name: str, service: str, section: dict[str, Any] | None = None, *,
                     addresses: dict[str, str] | None = None, extra: dict[str, Any] | None = None,
-                    timeout: float = 90) -> Process:
-        port, metrics_port = free_port(), free_port()
-        config: dict[str, Any] = {
-            "data_dir": str(self.workdir / name),
-            "auth": {"embedded": False, "tokens": self.tokens},
-            "addresses": addresses or {},
-            "log": {"level": self.log_level, "format": "json"},
-            SECTION_BY_SERVICE[service]: {**(section or {}), "metrics_port": metrics_port},
-            **(extra or {}),
-        }
-        path = self.workdir / f"{name}.yaml"
-        path.write_text(yaml.safe_dump(config))
+                    timeout: float = 90, config_path: Path | None = None, port: int | None = None) -> Process:
+        """Start `python -m services.<service>` and wait until it is SERVING. With `config_path` the
+        process reads that (shared) file instead of one generated from the other arguments."""
+        port, metrics_port = port or free_port(), free_port()
+        if config_path is None:
+            config: dict[str, Any] = {
+                "data_dir": str(self.workdir / name),
+                "auth": {"embedded": False, "tokens": self.tokens},
+                "addresses": addresses or {},
+                "log": {"level": self.log_level, "format": "json"},
+                SECTION_BY_SERVICE[service]: {**(section or {}), "metrics_port": metrics_port},
+                **(extra or {}),
+            }
+            config_path = self.workdir / f"{name}.yaml"
+            config_path.write_text(yaml.safe_dump(config))
+        path = config_path
         env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'gen' / 'python'}", "PORT": str(port),
                "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
-        for variable in ("AGENT_CANVAS_TOKEN", "METRICS_PORT", "AGENT_CANVAS_CONFIG"):
+        # Settings a developer may have exported must not leak in, nor provider keys send a factory
+        # to the real internet.
+        for variable in ("AGENT_CANVAS_TOKEN", "METRICS_PORT", "AGENT_CANVAS_CONFIG", *PROVIDER_ENV):
             env.pop(variable, None)
         log_path = self.workdir / f"{name}.log"
         with log_path.open("ab") as log:
@@ -114,6 +122,10 @@ class ProcessCluster:
         process = self.processes[name].popen
         process.send_signal(signal.SIGKILL)
         process.wait(30)
+
+    def log_tail(self, name: str, chars: int = 3000) -> str:
+        path = self.processes[name].log_path if name in self.processes else self.workdir / f"{name}.log"
+        return path.read_text(errors="replace")[-chars:] if path.exists() else ""
 
     def logs(self) -> str:
         return "".join(p.log_path.read_text(errors="replace") for p in self.processes.values() if p.log_path.exists())
