@@ -38,7 +38,12 @@ async def test_reaper_removes_a_dead_servers_leftovers(sandbox):
     else:
         present = {n.lstrip("/") for c in backend.api.containers(all=True, filters={"label": LABEL}) for n in c["Names"]}
     assert stale not in present
-    assert live_before & set(backend._live) <= present  # the live server's workers are untouched
+    if sandbox.name == "local":
+        # The reaper's own rule, checked directly: workers torn down in the background (cgroup removed
+        # just before they leave _live) would make a comparison of directory listings racy.
+        assert not any(backend._stale(name) for name in set(backend._live))
+    else:
+        assert live_before & set(backend._live) <= present  # the live server's workers are untouched
     for pool in backend.pools.values():
         await pool.wait_full()
     outcome = await sandbox.run("print('after reap')")
