@@ -51,6 +51,21 @@ def _rewrap(handler: grpc.RpcMethodHandler, unary_wrap, stream_wrap) -> grpc.Rpc
     return handler
 
 
+def _cached(interceptor: Any, method: str, handler: grpc.RpcMethodHandler,
+            wrap: Callable[[str, grpc.RpcMethodHandler], grpc.RpcMethodHandler]) -> grpc.RpcMethodHandler:
+    """The wrapped handler for `method`, built once per (interceptor, inner handler) rather than per call.
+
+    The registered handlers are fixed objects, and every interceptor here returns its cached wrapper, so
+    the inner handler is the same object on every call and the cache hits; a different one rebuilds it.
+    """
+    cache: dict[str, tuple[Any, grpc.RpcMethodHandler]] = interceptor.__dict__.setdefault("_wrapped", {})
+    entry = cache.get(method)
+    if entry is None or entry[0] is not handler:
+        entry = (handler, wrap(method, handler))
+        cache[method] = entry
+    return entry[1]
+
+
 class _BehaviorInterceptor(grpc.aio.ServerInterceptor):
     """Base: wraps each handler's behaviour with `around(method, request, context)`."""
 
@@ -68,6 +83,9 @@ class _BehaviorInterceptor(grpc.aio.ServerInterceptor):
         method = handler_call_details.method
         if self.exempt(method):
             return handler
+        return _cached(self, method, handler, self._wrap)
+
+    def _wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         interceptor = self
 
         def unary_wrap(behavior: UnaryBehavior) -> UnaryBehavior:
@@ -104,20 +122,32 @@ class _BehaviorInterceptor(grpc.aio.ServerInterceptor):
 
 class RequestContextInterceptor(_BehaviorInterceptor):
     """Per RPC: a server span continuing the caller's traceparent, request id, trace id and deadline in
-    contextvars; on completion one access-log line and the RPC count/latency metrics."""
+    contextvars; on completion one access-log line and the RPC count/latency metrics.
+
+    When no span exporter is configured (`telemetry.exporting()` is false) no span is created: nobody would
+    see it, and the trace id still continues from the caller's traceparent through `context.trace_id_var`
+    (which `clients.outbound_metadata` forwards). The access log line is only built when INFO is enabled.
+    """
 
     def __init__(self) -> None:
         self._requests, self._latency = telemetry.rpc_metrics()
+        self._latency_children: dict[str, Any] = {}
+        self._request_children: dict[tuple[str, str], Any] = {}
 
     def exempt(self, method):
         return method.startswith(EXEMPT_PREFIXES)
 
     async def before(self, method, ctx):
         metadata = dict(ctx.invocation_metadata() or ())
-        parent = telemetry.extract_context(metadata)
-        span = telemetry.tracer().start_span(method, context=parent, kind=SpanKind.SERVER)
-        token = otel_context.attach(trace.set_span_in_context(span, parent))
-        trace_id = telemetry.current_trace_id() or context.parse_traceparent(str(metadata.get("traceparent", "")))
+        span = token = None
+        if telemetry.exporting():
+            parent = telemetry.extract_context(metadata)
+            span = telemetry.tracer().start_span(method, context=parent, kind=SpanKind.SERVER)
+            token = otel_context.attach(trace.set_span_in_context(span, parent))
+            trace_id = telemetry.current_trace_id()
+        else:
+            trace_id = ""
+        trace_id = trace_id or context.parse_traceparent(str(metadata.get("traceparent", "")))
         context.trace_id_var.set(trace_id or context.new_trace_id())
         context.request_id_var.set(str(metadata.get("x-request-id") or context.new_span_id()))
         remaining = ctx.time_remaining()
@@ -128,16 +158,24 @@ class RequestContextInterceptor(_BehaviorInterceptor):
         code = ctx.code()
         code_name = code.name if isinstance(code, grpc.StatusCode) else ("OK" if outcome == "OK" else "UNKNOWN")
         elapsed = time.perf_counter() - state.started
-        self._requests.labels(method, code_name).inc()
-        self._latency.labels(method).observe(elapsed)
-        state.span.set_attribute("rpc.grpc.status_code", code_name)
-        if code_name != "OK":
-            state.span.set_status(Status(StatusCode.ERROR, code_name))
-        state.span.end()
-        with contextlib.suppress(ValueError):  # detaching from another context is harmless here
-            otel_context.detach(state.token)
-        logger.info("rpc %s %s", method, code_name,
-                    extra={"rpc_method": method, "code": code_name, "elapsed_ms": round(elapsed * 1000, 2)})
+        requests = self._request_children.get((method, code_name))
+        if requests is None:  # labels() takes a lock and builds a key on every call; the child never changes
+            requests = self._request_children[(method, code_name)] = self._requests.labels(method, code_name)
+        latency = self._latency_children.get(method)
+        if latency is None:
+            latency = self._latency_children[method] = self._latency.labels(method)
+        requests.inc()
+        latency.observe(elapsed)
+        if state.span is not None:
+            state.span.set_attribute("rpc.grpc.status_code", code_name)
+            if code_name != "OK":
+                state.span.set_status(Status(StatusCode.ERROR, code_name))
+            state.span.end()
+            with contextlib.suppress(ValueError):  # detaching from another context is harmless here
+                otel_context.detach(state.token)
+        if logger.isEnabledFor(logging.INFO):
+            logger.info("rpc %s %s", method, code_name,
+                        extra={"rpc_method": method, "code": code_name, "elapsed_ms": round(elapsed * 1000, 2)})
 
 
 @dataclass
@@ -177,7 +215,9 @@ class ErrorInterceptor(_BehaviorInterceptor):
         method = handler_call_details.method
         if self.exempt(method):
             return handler
+        return _cached(self, method, handler, self._wrap)
 
+    def _wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         async def fail(ctx: grpc.aio.ServicerContext, exc: BaseException) -> None:
             if isinstance(exc, errors.AgentCanvasError):
                 if isinstance(exc, errors.InternalError):
