@@ -29,7 +29,7 @@ from services.common import logging as structured_logging
 from services.common import telemetry
 from services.common.auth import TokenAuthenticator
 from services.common.clients import SERVER_OPTIONS
-from services.common.interceptors import AuthInterceptor, ErrorInterceptor, RequestContextInterceptor
+from services.common.interceptors import ServerInterceptor
 from services.common.settings import SECTION_BY_SERVICE, Config
 
 logger = logging.getLogger(__name__)
@@ -100,7 +100,7 @@ async def start_server(
     """Build, bind and start the server; returns once it accepts connections."""
     authenticator = authenticator or TokenAuthenticator.from_config(config)
     server = grpc.aio.server(
-        interceptors=[RequestContextInterceptor(), AuthInterceptor(authenticator), ErrorInterceptor()],
+        interceptors=[ServerInterceptor(authenticator)],
         options=SERVER_OPTIONS,
     )
     definition.register(server)

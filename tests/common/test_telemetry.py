@@ -7,8 +7,9 @@ import urllib.request
 
 import grpc
 from agentcanvas.v1 import sandbox_pb2, sandbox_pb2_grpc
+from opentelemetry import trace
 
-from services.common import telemetry
+from services.common import context, telemetry
 from services.common.bootstrap import ServiceDefinition, start_server
 from services.common.auth import TokenAuthenticator
 from services.common.settings import Config
@@ -71,3 +72,46 @@ def test_metrics_side_port_serves_exposition_text():
     body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     assert "agentcanvas_rpc_latency_seconds" in body
     assert telemetry.start_metrics_server(0) == 0
+
+
+class _ContextProbe(sandbox_pb2_grpc.SandboxServicer):
+    """Records the request context the interceptor set up for the call."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, object] = {}
+
+    async def ListRuntimes(self, request, context_):
+        self.seen = {"trace_id": context.trace_id_var.get(), "request_id": context.request_id_var.get(),
+                     "identity": context.current_identity(), "recording": trace.get_current_span().is_recording()}
+        return sandbox_pb2.ListRuntimesResponse()
+
+
+async def test_without_an_exporter_no_span_is_made_but_the_trace_id_still_continues(tmp_path, finished_spans,
+                                                                                    monkeypatch):
+    monkeypatch.setattr(telemetry, "_exporting", False)  # as in a process with no OTLP endpoint or console
+    config = Config.load(env={"AGENT_CANVAS_DATA_DIR": str(tmp_path)}).with_overrides(
+        {"auth": {"embedded": False, "tokens": [{"token": "t1", "tenant": "acme", "user": "alice"}]}}
+    )
+    probe = _ContextProbe()
+    definition = ServiceDefinition(
+        name="sandbox",
+        proto_services=["agentcanvas.v1.Sandbox"],
+        register=lambda server: sandbox_pb2_grpc.add_SandboxServicer_to_server(probe, server),
+    )
+    running = await start_server(definition, config, authenticator=TokenAuthenticator.from_config(config, env={}))
+    before = telemetry.rpc_metrics()[0].labels("/agentcanvas.v1.Sandbox/ListRuntimes", "OK")._value.get()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+            metadata = [("authorization", "Bearer t1"), ("traceparent", f"00-{TRACE_ID}-00f067aa0ba902b7-01"),
+                        ("x-request-id", "req-7")]
+            await sandbox_pb2_grpc.SandboxStub(channel).ListRuntimes(sandbox_pb2.ListRuntimesRequest(), metadata=metadata)
+            assert probe.seen == {"trace_id": TRACE_ID, "request_id": "req-7",
+                                  "identity": context.Identity("acme", "alice"), "recording": False}
+            await sandbox_pb2_grpc.SandboxStub(channel).ListRuntimes(sandbox_pb2.ListRuntimesRequest(),
+                                                                     metadata=[("authorization", "Bearer t1")])
+            assert len(str(probe.seen["trace_id"])) == 32 and probe.seen["trace_id"] != TRACE_ID
+    finally:
+        await running.stop(0)
+    assert not [span for span in finished_spans.get_finished_spans() if span.name.endswith("/ListRuntimes")]
+    after = telemetry.rpc_metrics()[0].labels("/agentcanvas.v1.Sandbox/ListRuntimes", "OK")._value.get()
+    assert after == before + 2
