@@ -5,17 +5,12 @@ from __future__ import annotations
 
 import os
 
-import grpc
 import pytest
-from agentcanvas.v1 import common_pb2, orchestrator_pb2, orchestrator_pb2_grpc
+from agentcanvas.v1 import common_pb2, orchestrator_pb2
 
-from services.common.auth import TokenAuthenticator
-from services.common.bootstrap import start_server
-from services.common.settings import Config
 from services.common.structs import from_struct, to_struct
-from services.llm_gateway import app as gateway_app
-from services.orchestrator.adapters.memory import InMemoryRunStore
 from tests.support import openai_server
+from tests.support.llm_stack import llm_stack
 from tests.orchestrator.support.harness import dsl
 
 
@@ -25,25 +20,8 @@ os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
 
 @pytest.fixture
 async def stack(tmp_path):
-    with openai_server.ScriptedOpenAIServer() as provider:
-        base = Config.load(env={"AGENT_CANVAS_DATA_DIR": str(tmp_path)}).with_overrides({
-            "auth": {"embedded": False, "tokens": [{"token": "t1", "tenant": "acme", "user": "alice"}]},
-            "gateway": {"embedded": {"enabled": False},
-                        "models": {"": {"model": "openai/test-model", "api_base": provider.base_url, "api_key": "sk-test"}}},
-        })
-        auth = TokenAuthenticator.from_config(base, env={})
-        gateway = await start_server(gateway_app.build_definition(base), base, authenticator=auth)
-        await gateway.ready.wait()
-        config = base.with_overrides({"addresses": {"llm_gateway": f"127.0.0.1:{gateway.port}"},
-                                      "orchestrator": {"flush_interval_ms": 5}})
-        from services.orchestrator.app import build_definition
-
-        orchestrator = await start_server(build_definition(config, store=InMemoryRunStore()), config, authenticator=auth)
-        channel = grpc.aio.insecure_channel(f"127.0.0.1:{orchestrator.port}")
-        yield orchestrator_pb2_grpc.OrchestratorStub(channel), provider
-        await channel.close()
-        await orchestrator.stop(0)
-        await gateway.stop(0)
+    async with llm_stack(tmp_path) as pair:
+        yield pair
 
 
 async def test_begin_llm_message_through_the_real_gateway(stack):

@@ -11,17 +11,13 @@ from typing import Any
 
 import grpc
 import pytest
-from agentcanvas.v1 import common_pb2, orchestrator_pb2, orchestrator_pb2_grpc
+from agentcanvas.v1 import common_pb2, orchestrator_pb2
 
-from services.common.auth import TokenAuthenticator
-from services.common.bootstrap import start_server
-from services.common.settings import Config
 from services.common.structs import from_struct, to_struct
-from services.llm_gateway import app as gateway_app
-from services.orchestrator.adapters.memory import InMemoryRunStore
 from tests.orchestrator.support.harness import dsl
 from tests.orchestrator_tools.support.sandbox_servicer import start_sandbox
 from tests.support import openai_server
+from tests.support.llm_stack import llm_stack
 from tests.support.generic_llm import THINK_PREFIX, generic_reply
 from tests.support.web_apis import start_web_apis
 
@@ -39,26 +35,11 @@ async def stack(tmp_path_factory):
                            "servers": {"local": {"command": sys.executable, "args": [MCP_SCRIPT],
                                                  "env": {"PYTHONPATH": ":".join(sys.path)}},
                                        "down": {"url": f"http://127.0.0.1:{closed_port()}/mcp"}}}}
-    with openai_server.ScriptedOpenAIServer(default=generic_reply) as provider, start_web_apis() as apis:
-        base = Config.load(env={"AGENT_CANVAS_DATA_DIR": str(tmp)}).with_overrides({
-            "auth": {"embedded": False, "tokens": [{"token": "t1", "tenant": "acme", "user": "alice"}]},
-            "gateway": {"embedded": {"enabled": False}, "retry": {"max_attempts": 1},
-                        "models": {"": {"model": "openai/test-model", "api_base": provider.base_url, "api_key": "sk-test"}}},
-            "tools": {**apis.tools_config(), **tools_extra},
-        })
-        auth = TokenAuthenticator.from_config(base, env={})
-        gateway = await start_server(gateway_app.build_definition(base), base, authenticator=auth)
-        await gateway.ready.wait()
-        config = base.with_overrides({"addresses": {"llm_gateway": f"127.0.0.1:{gateway.port}"},
-                                      "orchestrator": {"flush_interval_ms": 5}})
-        from services.orchestrator.app import build_definition
-
-        orchestrator = await start_server(build_definition(config, store=InMemoryRunStore()), config, authenticator=auth)
-        channel = grpc.aio.insecure_channel(f"127.0.0.1:{orchestrator.port}")
-        yield orchestrator_pb2_grpc.OrchestratorStub(channel), provider, apis
-        await channel.close()
-        await orchestrator.stop(0)
-        await gateway.stop(0)
+    with start_web_apis() as apis:
+        async with llm_stack(tmp, provider=openai_server.ScriptedOpenAIServer(default=generic_reply),
+                             gateway={"retry": {"max_attempts": 1}},
+                             extra={"tools": {**apis.tools_config(), **tools_extra}}) as (stub, provider):
+            yield stub, provider, apis
     await sandbox_server.stop(0)
 
 

@@ -11,20 +11,16 @@ from pathlib import Path
 
 import grpc
 import pytest
-from agentcanvas.v1 import common_pb2, orchestrator_pb2, orchestrator_pb2_grpc
+from agentcanvas.v1 import common_pb2, orchestrator_pb2
 
-from services.common.auth import TokenAuthenticator
-from services.common.bootstrap import start_server
-from services.common.settings import Config
 from services.common.structs import to_struct
 from services.common.telemetry import metrics_text
-from services.llm_gateway import app as gateway_app
-from services.orchestrator.adapters.memory import InMemoryRunStore
 from services.orchestrator.core import telemetry as orchestrator_telemetry
 from services.orchestrator.core.ports import RunRecord
 from tests.orchestrator.support.harness import dsl
 from tests.scale.gate import Gate
 from tests.support import openai_server
+from tests.support.llm_stack import llm_stack
 
 TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
 AUTH = [("authorization", "Bearer t1")]
@@ -33,25 +29,8 @@ os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
 
 @pytest.fixture
 async def stack(tmp_path):
-    with openai_server.ScriptedOpenAIServer() as provider:
-        base = Config.load(env={"AGENT_CANVAS_DATA_DIR": str(tmp_path)}).with_overrides({
-            "auth": {"embedded": False, "tokens": [{"token": "t1", "tenant": "acme", "user": "alice"}]},
-            "gateway": {"embedded": {"enabled": False},
-                        "models": {"scripted": {"model": "openai/test-model", "api_base": provider.base_url, "api_key": "sk-x"}}},
-        })
-        auth = TokenAuthenticator.from_config(base, env={})
-        gateway = await start_server(gateway_app.build_definition(base), base, authenticator=auth)
-        await gateway.ready.wait()
-        config = base.with_overrides({"addresses": {"llm_gateway": f"127.0.0.1:{gateway.port}"},
-                                      "orchestrator": {"flush_interval_ms": 5, "max_runs_per_tenant": 1}})
-        from services.orchestrator.app import build_definition
-
-        orchestrator = await start_server(build_definition(config, store=InMemoryRunStore()), config, authenticator=auth)
-        channel = grpc.aio.insecure_channel(f"127.0.0.1:{orchestrator.port}")
-        yield orchestrator_pb2_grpc.OrchestratorStub(channel), provider
-        await channel.close()
-        await orchestrator.stop(0)
-        await gateway.stop(0)
+    async with llm_stack(tmp_path, llm_id="scripted", orchestrator={"max_runs_per_tenant": 1}) as pair:
+        yield pair
 
 
 def llm_canvas() -> dict:
