@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
 import tempfile
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from services.orchestrator.adapters.memory import InMemoryRunStore
@@ -248,31 +249,6 @@ async def commits_per_step(n: int) -> tuple[int, int]:
     return store.commits, store.steps
 
 
-def _postgres_url(explicit: str | None) -> tuple[str | None, str | None]:
-    """A throwaway database on the local server; (url, admin url to drop it)."""
-    import sqlalchemy as sa
-
-    admin = explicit or os.environ.get("BENCH_POSTGRES_URL") or "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-    name = f"bench_engine_{uuid.uuid4().hex[:8]}"
-    try:
-        engine = sa.create_engine(admin, isolation_level="AUTOCOMMIT")
-        with engine.connect() as conn:
-            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-        engine.dispose()
-    except sa.exc.OperationalError:
-        return None, None
-    return admin.rsplit("/", 1)[0] + "/" + name, admin
-
-
-def _drop_postgres(url: str, admin: str) -> None:
-    import sqlalchemy as sa
-
-    engine = sa.create_engine(admin, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}"')
-    engine.dispose()
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.engine")
     parser.add_argument("--chain", type=int, default=200)
@@ -303,16 +279,19 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="ac-bench-engine-") as tmp:
         report("sqlite", f"sqlite:///{tmp}/store.db", tmp)
-    url, admin = _postgres_url(args.postgres_url)
-    if url and admin:
+    import sqlalchemy as sa
+
+    from bench.store import database
+
+    with tempfile.TemporaryDirectory(prefix="ac-bench-engine-") as tmp, contextlib.ExitStack() as stack:
         try:
-            with tempfile.TemporaryDirectory(prefix="ac-bench-engine-") as tmp:
-                report("postgresql", url, tmp)
-        finally:
-            _drop_postgres(url, admin)
-    else:
-        print(json.dumps({"bench": "engine", "metric": "checkpoint_ms", "db": "postgresql", "value": None,
-                          "skipped": "no PostgreSQL reachable"}), flush=True)
+            url = stack.enter_context(database("postgresql", Path(tmp),
+                                               args.postgres_url or os.environ.get("BENCH_POSTGRES_URL")))
+        except sa.exc.OperationalError:
+            print(json.dumps({"bench": "engine", "metric": "checkpoint_ms", "db": "postgresql", "value": None,
+                              "skipped": "no PostgreSQL reachable"}), flush=True)
+        else:
+            report("postgresql", url, tmp)
     return 0
 
 

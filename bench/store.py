@@ -75,12 +75,13 @@ def emit(**fields) -> None:
 
 
 @contextlib.contextmanager
-def database(kind: str, tmp: Path) -> Iterator[str]:
+def database(kind: str, tmp: Path, server: str | None = None) -> Iterator[str]:
+    """A throwaway database (sqlite | postgresql | mariadb), dropped afterwards; `server` overrides the admin URL."""
     name = f"ac_store_bench_{uuid.uuid4().hex[:10]}"
     if kind == "sqlite":
         yield f"sqlite:///{tmp / 'store.db'}"
         return
-    server = POSTGRES_URL if kind == "postgresql" else MYSQL_URL
+    server = server or (POSTGRES_URL if kind == "postgresql" else MYSQL_URL)
     admin = sa.create_engine(server, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.exec_driver_sql(f'CREATE DATABASE "{name}"' if kind == "postgresql" else

@@ -8,8 +8,6 @@ replaced by the generated name).
 
 from __future__ import annotations
 
-import contextlib
-import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,7 +15,6 @@ from typing import Any
 
 import grpc
 import pytest
-import sqlalchemy as sa
 from agentcanvas.v1 import canvas_store_pb2 as pb
 from agentcanvas.v1 import canvas_store_pb2_grpc
 
@@ -26,10 +23,9 @@ from services.common.auth import TokenAuthenticator
 from services.common.bootstrap import RunningServer, start_server
 from services.common.clients import create_channel
 from services.common.settings import Config
+from tests.support.databases import temporary_database
 
 BACKENDS = ("sqlite", "postgresql", "mariadb")
-POSTGRES_URL = os.environ.get("STORE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
-MYSQL_URL = os.environ.get("STORE_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/")
 
 TOKENS = [
     {"token": "t-alice", "tenant": "acme", "user": "alice"},  # first user seen for acme: its owner
@@ -42,31 +38,6 @@ TOKENS = [
 # Small limits so the tests exercise pruning, history bounds and the DSL size limit quickly.
 STORE_LIMITS = {"keep_draft_revisions": 3, "session_history_max": 6, "max_dsl_bytes": 256 * 1024,
                 "watch_poll_interval_ms": 50}
-
-
-@contextlib.contextmanager
-def temporary_database(backend: str, tmp_dir: str) -> Iterator[str]:
-    """Create a uniquely named database on `backend` and yield its URL; drop it afterwards."""
-    name = f"ac_store_test_{uuid.uuid4().hex[:12]}"
-    if backend == "sqlite":
-        yield f"sqlite:///{tmp_dir}/{name}.db"
-        return
-    server_url = POSTGRES_URL if backend == "postgresql" else MYSQL_URL
-    admin = sa.create_engine(server_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        if backend == "postgresql":
-            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-        else:
-            conn.exec_driver_sql(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
-    try:
-        yield sa.engine.make_url(server_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            if backend == "postgresql":
-                conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            else:
-                conn.exec_driver_sql(f"DROP DATABASE IF EXISTS `{name}`")
-        admin.dispose()
 
 
 def store_config(tmp_dir: str, database_url: str, **store: Any) -> Config:
@@ -112,7 +83,7 @@ def backend(request) -> str:
 
 @pytest.fixture(scope="session")
 def database_url(backend, tmp_path_factory) -> Iterator[str]:
-    with temporary_database(backend, str(tmp_path_factory.mktemp(backend))) as url:
+    with temporary_database(backend, str(tmp_path_factory.mktemp(backend)), prefix="ac_store_test") as url:
         yield url
 
 

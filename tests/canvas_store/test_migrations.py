@@ -9,7 +9,7 @@ from alembic.runtime.migration import MigrationContext
 
 from services.canvas_store.adapters.sql import engine as sql_engine
 from services.canvas_store.adapters.sql.models import Base, canvases
-from tests.canvas_store.conftest import temporary_database
+from tests.support.databases import temporary_database
 
 HEAD = "0003_covering_list_indexes"
 

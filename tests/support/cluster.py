@@ -19,21 +19,19 @@ import signal
 import socket
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import sqlalchemy as sa
 import yaml
 
 from services.common.health import wait_until_serving
 from services.common.settings import SECTION_BY_SERVICE
+from tests.support.databases import temporary_database
 
 ROOT = Path(__file__).parents[2]
-POSTGRES_URL = os.environ.get("STORE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 PROVIDER_ENV = ("OPENAI_API_KEY", "DEEPSEEK_API_KEY", "DASHSCOPE_API_KEY", "MOONSHOT_API_KEY", "ANTHROPIC_API_KEY",
                 "GEMINI_API_KEY", "ZHIPUAI_API_KEY")
@@ -48,16 +46,8 @@ def free_port() -> int:
 @contextmanager
 def postgres_database(prefix: str = "ac_scale") -> Iterator[str]:
     """A fresh, uniquely named PostgreSQL database (dropped afterwards); yields its URL."""
-    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    try:
-        yield sa.engine.make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.dispose()
+    with temporary_database("postgresql", prefix=prefix) as url:
+        yield url
 
 
 @dataclass
