@@ -68,7 +68,8 @@ def start_service(socket_path: str = DEFAULT_SOCKET, state_dir: str | None = Non
     Path(socket_path).parent.mkdir(parents=True, exist_ok=True)
     log = open(state / "podman-service.log", "ab")
     env = {**os.environ, "CONTAINERS_CONF": str(conf)}
-    process = subprocess.Popen([podman, "system", "service", "--time=0", base_url], env=env, stdout=log,
+    # conmon writes marker files (e.g. `oom`) into its working directory: keep them in the state dir.
+    process = subprocess.Popen([podman, "system", "service", "--time=0", base_url], env=env, stdout=log, cwd=state,
                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     log.close()
     deadline = time.monotonic() + timeout_s
