@@ -45,6 +45,9 @@ class WarmPool(Generic[W]):
     def ready_count(self) -> int:
         return len(self._ready)
 
+    def idle_workers(self) -> list[W]:
+        return list(self._ready)
+
     def start(self) -> None:
         self._kick()
 
