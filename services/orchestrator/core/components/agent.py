@@ -9,9 +9,9 @@ Without tools or MCP servers an Agent is an LLM (core/components/llm.py). With t
   calls of one response run concurrently; a tool failure becomes error text for the model (RAGFlow
   behaviour), never a node failure. When every round asked for tools, `Exceed max rounds: N` is
   appended and one last call is made without tools.
-* Reasoning of every round streams as think events; the text of a round is held back until the
-  round is known to be the answer (no tool calls), then goes to the Message. So text that
-  accompanies tool calls never reaches the answer, and no text is sent twice.
+* Reasoning and text of every round stream as they arrive (think events, MessageDelta). Text that
+  accompanies tool calls stays in the Message (a blank line before the next round's text) but not in
+  the Agent's `content`, which is the last round's answer; no piece is sent twice.
 * A sub-agent is called with `user_prompt` (+ `reasoning`, `context`); it runs its own loop without
   streaming and emits its own NodeStarted / NodeFinished with `parent_id` = the calling agent, id
   `<agent id>--><name>`.
@@ -197,11 +197,13 @@ class Agent(LLM):
         if specs:
             request.tools = specs
             request.tool_choice = "auto"
-        # A round's text is held until the round turns out to be the answer (no tool calls).
-        pieces, calls = await self._consume(ctx, request, stream, live_text=False)
-        if not calls and stream is not None:
-            for piece in pieces:
-                stream.push("text", piece)
+        # Text streams into the Message as it arrives, in every round: whether a round asks for tools
+        # is known only when its response ends (the gateway sends whole tool calls last). Text of a
+        # round that then calls tools ("Let me look that up.") stays in the Message as what the user
+        # saw, set off from the next round's text by a blank line; the Agent's `content` is the last
+        # round's text only. Each piece is pushed exactly once.
+        separator = "\n\n" if stream is not None and stream.text_so_far() else ""
+        pieces, calls = await self._consume(ctx, request, stream, live_text=True, text_prefix=separator)
         return "".join(pieces), calls
 
     async def _call_tool(self, ctx, by_name, call: dict[str, Any], tool_context, result: LoopResult) -> str:

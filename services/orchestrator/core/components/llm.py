@@ -159,19 +159,25 @@ class LLM(Component):
             stream.close()
         return "".join(pieces)
 
-    async def _consume(self, ctx, request: ChatRequest, stream, *, live_text: bool) -> tuple[list[str], list[dict[str, Any]]]:
-        """One ChatStream: reasoning goes to `stream` as it arrives (and text too when `live_text`),
-        usage into the node's usage. Returns the text pieces and the tool calls; a model error raises
-        NodeError, retryable only while nothing has reached the stream's consumer."""
+    async def _consume(self, ctx, request: ChatRequest, stream, *, live_text: bool,
+                       text_prefix: str = "") -> tuple[list[str], list[dict[str, Any]]]:
+        """One ChatStream: reasoning goes to `stream` as it arrives (and text too when `live_text`,
+        preceded once by `text_prefix`), usage into the node's usage. Returns the text pieces (without
+        the prefix) and the tool calls; a model error raises NodeError, retryable only while nothing
+        has reached the stream's consumer."""
         pieces: list[str] = []
         calls: list[dict[str, Any]] = []
         error, retryable = "", False
         try:
             async for chunk in ctx.services.llm.chat_stream(request):
                 if chunk.kind == "text":
-                    pieces.append(chunk.text)
+                    if not chunk.text:
+                        continue
                     if live_text and stream is not None:
+                        if text_prefix and not pieces:
+                            stream.push("text", text_prefix)
                         stream.push("text", chunk.text)
+                    pieces.append(chunk.text)
                 elif chunk.kind in ("think_start", "think_delta", "think_end"):
                     if stream is not None:
                         stream.push(chunk.kind, chunk.text)
