@@ -25,6 +25,19 @@ _FLAGS = {
     "frequency_penalty": "frequencyPenaltyEnabled",
 }
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
+CITATION_MARK = re.compile(r"\[ID:\s*\d+\]")
+CITATION_PROMPT = ("Tool results and knowledge blocks show each source chunk as 'ID: <n>'. When a sentence of your "
+                   "answer uses a chunk, end that sentence with [ID:<n>]. Never invent IDs.")
+SECOND_PASS_PROMPT = ("Add citation markers to the answer below. After each sentence that is supported by a knowledge "
+                      "chunk, insert [ID:<n>] with that chunk's ID. Do not change any other word of the answer and do "
+                      "not add sentences. Reply with the answer and its markers only.")
+
+
+def with_citation_prompt(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The citation instruction appended to the system prompt (one is added when there is none)."""
+    if messages and messages[0]["role"] == "system":
+        return [{"role": "system", "content": f"{messages[0]['content']}\n\n{CITATION_PROMPT}"}, *messages[1:]]
+    return [{"role": "system", "content": CITATION_PROMPT}, *messages]
 
 
 def structured_schema(params: dict[str, Any]) -> dict[str, Any] | None:
@@ -130,6 +143,8 @@ class LLM(Component):
             raise NodeError("no model gateway is configured", reason="NO_GATEWAY")
         schema = structured_schema(self.params)
         messages = self._messages(ctx)
+        if self.cites(ctx):
+            messages = with_citation_prompt(messages)
         if schema is not None:
             return await self._structured(ctx, messages, schema)
         stream = None
@@ -137,8 +152,49 @@ class LLM(Component):
             stream = ctx.stream_of(self.id)
             if stream is None or stream.closed or stream.text_so_far():
                 stream = ctx.open_stream()
-        text = await self._call(ctx, self._request(ctx, messages, None), stream)
+        request = self._request(ctx, messages, None)
+        if self.second_pass_wanted():
+            # The answer is held back (reasoning still streams) until the second pass decided on it.
+            pieces, _calls = await self._consume(ctx, request, stream, live_text=False)
+            text = await self.cite_second_pass(ctx, "".join(pieces), stream)
+            if stream is not None:
+                stream.close()
+        else:
+            text = await self._call(ctx, request, stream)
         return Outcome(outputs={"content": text}, inputs={"messages": messages})
+
+    # -- citations (spec §5.7 step 6, §5.8; fix list §7 item 21) ------------------------------------------
+    def cites(self, ctx) -> bool:
+        """`cite` (default on) and the run already holds retrieved chunks: the model is asked for
+        [ID:n] markers. Ids are the bucket's sequential, unique citation ids."""
+        return bool(self.param("cite", True)) and len(ctx.state.reference_bucket()) > 0
+
+    def second_pass_wanted(self) -> bool:
+        return bool(self.param("citation_second_pass", False)) and bool(self.param("cite", True))
+
+    async def cite_second_pass(self, ctx, text: str, stream) -> str:
+        """`citation_second_pass`: when the answer has no [ID:n] marker but the run has chunks, one more
+        model call inserts the markers, streaming into the Message; otherwise (or when that call returns
+        nothing) the answer goes out as it was."""
+        bucket = ctx.state.reference_bucket()
+        if not text.strip() or CITATION_MARK.search(text) or not len(bucket):
+            if stream is not None and text:
+                stream.push("text", text)
+            return text
+        from services.orchestrator.tools.citations import format_knowledge
+
+        knowledge = format_knowledge(bucket.snapshot()["chunks"])
+        messages = [{"role": "system", "content": SECOND_PASS_PROMPT},
+                    {"role": "user", "content": f"Knowledge:\n{knowledge}\n\nAnswer:\n{text}"}]
+        request = self._request(ctx, messages, None)
+        request.request_id = f"{request.request_id}:cite"
+        pieces, _calls = await self._consume(ctx, request, stream, live_text=True, reasoning=False)
+        cited = "".join(pieces)
+        if not cited.strip():
+            if stream is not None:
+                stream.push("text", text)
+            return text
+        return cited
 
     async def _structured(self, ctx, messages, schema) -> Outcome:
         attempts = int(self.param("max_retries", 0) or 0) + 1
@@ -160,7 +216,7 @@ class LLM(Component):
         return "".join(pieces)
 
     async def _consume(self, ctx, request: ChatRequest, stream, *, live_text: bool,
-                       text_prefix: str = "") -> tuple[list[str], list[dict[str, Any]]]:
+                       text_prefix: str = "", reasoning: bool = True) -> tuple[list[str], list[dict[str, Any]]]:
         """One ChatStream: reasoning goes to `stream` as it arrives (and text too when `live_text`,
         preceded once by `text_prefix`), usage into the node's usage. Returns the text pieces (without
         the prefix) and the tool calls; a model error raises NodeError, retryable only while nothing
@@ -179,7 +235,7 @@ class LLM(Component):
                         stream.push("text", chunk.text)
                     pieces.append(chunk.text)
                 elif chunk.kind in ("think_start", "think_delta", "think_end"):
-                    if stream is not None:
+                    if stream is not None and reasoning:
                         stream.push(chunk.kind, chunk.text)
                 elif chunk.kind == "tool_call" and chunk.tool_call is not None:
                     calls.append(chunk.tool_call)
