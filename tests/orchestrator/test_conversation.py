@@ -190,3 +190,42 @@ async def test_g0_exesql_conversation_repairs_a_question_into_sql_with_the_model
     second = await turn(orch, session.id, "SELECT COUNT(*) AS n FROM cities", canvas=canvas)
     assert shown(second) == ["| n |\n|---|\n| 2 |"]
     assert finished(second)["status"] == RunStatus.SUCCEEDED and len(llm.requests) == 1
+
+
+async def test_a_takeover_mid_turn_does_not_take_the_message_twice():
+    import asyncio
+
+    from tests.orchestrator.test_durability import _until
+
+    canvas = dsl({
+        "begin": {"type": "Begin", "down": ["ask"]},
+        "ask": {"type": "UserFillUp", "down": ["llm"], "params": {
+            "query_field": "message", "inputs": {"message": {"name": "message", "type": "paragraph"}}}},
+        "llm": {"type": "LLM", "params": {"llm_id": "m", "prompts": [{"role": "user", "content": "{sys.query}"}]},
+                "down": ["show"]},
+        "show": {"type": "Message", "params": {"content": ["{llm@content}"]}, "down": ["ask"]},
+    })
+    store = InMemoryRunStore()
+    hang = asyncio.Event()
+    a = make_orchestrator(store, ScriptedLlm({"m": [[("gate", hang)]]}), holder="a")
+    b = make_orchestrator(store, ScriptedLlm({"m": [[("text", "answered by b")]]}), holder="b")
+    session = store.create_session()
+    record = await a.start_run(RunRequest(dsl=canvas, query="one", session_id=session.id))
+    first = await _until(a.stream_events(record.id), lambda e: e.kind == "node_started" and e.data["component_id"] == "llm")
+    await a.stop(grace=0)  # replica A dies while the turn's model call is under way
+    store.expire_lease(record.id)
+    assert await b.reap_once() == 1
+    rest = [e async for e in b.stream_events(record.id, after_seq=first[-1].seq)]
+    await b.wait_idle()
+    events = first + rest
+    # The turn that took "one" was journaled: B replays it and the next turn waits for a new message.
+    assert node_events(events, "node_finished").count("ask") == 1
+    assert shown(events) == ["answered by b"]
+    assert finished(events)["status"] == RunStatus.PAUSED and events[-2].data["component_id"] == "ask"
+
+
+def test_a_cycle_back_into_begin_is_not_a_conversation():
+    canvas = echo_loop()
+    canvas["components"]["show"]["downstream"] = ["begin"]
+    problems = validate(canvas).problems
+    assert any(p.code == "CYCLE" for p in problems), problems

@@ -96,8 +96,8 @@ def fold(canvas: "CanvasSpec", problems: "list[CanvasProblem]") -> None:
     top_edges = [e for e in canvas.edges if not canvas.nodes[e.source].parent_id and not canvas.nodes[e.target].parent_id]
     for members in strongly_connected(top, top_edges):
         waiting = [m for m in members if canvas.nodes[m].type in INTERACTIVE]
-        if not waiting:
-            continue  # validate.py reports it as CYCLE
+        if not waiting or any(canvas.nodes[m].type == "Begin" for m in members):
+            continue  # validate.py reports it as CYCLE (a run must start outside its conversation)
         inside = set(members)
         entering = [e for e in canvas.edges if e.target in inside and e.source not in inside]
         targets = {e.target for e in entering}
