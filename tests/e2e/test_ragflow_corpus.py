@@ -32,6 +32,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ragflow_dsl"
 AUTH = [("authorization", f"Bearer {TOKEN}")]
 PIPELINE_TYPES = {"File", "Parser", "TokenChunker", "TitleChunker", "Extractor", "Tokenizer", "Compiler"}
 NEXT_SQL_MESSAGE = "SELECT name, share FROM energy_sources ORDER BY share DESC"
+NEXT_MESSAGE = "And what about wind power?"
 WEB_API_OF = {"TavilySearch": "tavily", "TavilyExtract": "tavily", "Wikipedia": "wikipedia", "DuckDuckGo": "duckduckgo",
               "Google": "google", "Bing": "bing", "YahooFinance": "yahoo_finance"}
 # A 1x1 PNG: the vision canvas gets an image in sys.files.
@@ -117,7 +118,8 @@ def begin_inputs(document: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
-# The corpus, plus our own canvas in RAGFlow's format that pauses for a form (the corpus copy has none).
+# The corpus, plus our own canvases in RAGFlow's format: one pauses for a form (the corpus copy has
+# none), one is a G2 conversation loop (UserFillUp -> Agent -> Message -> UserFillUp).
 CORPUS = sorted(FIXTURES.glob("*/*.json")) + sorted((Path(__file__).parent / "fixtures").glob("*.json"))
 
 
@@ -214,7 +216,8 @@ async def test_corpus_canvas_runs_end_to_end(cluster, stub, store_stub, path: Pa
         form = _of(events, "user_inputs_required")[0]
         assert "instructions" in from_struct(form.inputs) or form.inputs
         turn_one = len(events)
-        events, finished = await resume(stub, events, request.session_id, NEXT_SQL_MESSAGE if conversation else "")
+        message = (NEXT_SQL_MESSAGE if '"ExeSQL"' in json.dumps(document) else NEXT_MESSAGE) if conversation else ""
+        events, finished = await resume(stub, events, request.session_id, message)
     assert finished[0].status == common_pb2.RUN_STATUS_SUCCEEDED, (
         common_pb2.RunStatus.Name(finished[0].status), finished[0].error, cluster.log_tail("orchestrator"))
 
@@ -269,6 +272,8 @@ async def test_corpus_canvas_runs_end_to_end(cluster, stub, store_stub, path: Pa
         turns = [[e.message_end.content for e in part if e.WhichOneof("event") == "message_end"]
                  for part in (events[:turn_one], events[turn_one:])]
         assert all(any(text.strip() for text in shown) for shown in turns), turns
+        if "Agent" in json.dumps(document):  # the second turn answered the second message
+            assert NEXT_MESSAGE in "".join(turns[1]), turns
         if "ExeSQL" in tools:
             sql_nodes = [n for n in nodes if n.component_type == "ExeSQL"]
             assert len(sql_nodes) == 2 and not any(n.HasField("error") for n in sql_nodes), sql_nodes
