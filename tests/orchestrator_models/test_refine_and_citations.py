@@ -147,3 +147,30 @@ async def test_citation_second_pass_of_an_agent_with_a_retrieval_tool(stack):
     agent = next(n for n in of(events, "node_finished") if n.component_id == "agent")
     assert from_struct(agent.outputs)["content"] == deltas
     assert len(provider.chat_bodies) == calls + 3
+
+
+async def test_an_agent_with_refine_multiturn_answers_the_standalone_question(stack):
+    stub, provider, apis, store = stack
+    session = store.create_session()
+    canvas = dsl({
+        "begin": {"type": "Begin", "down": ["agent"]},
+        "agent": {"type": "Agent", "params": {
+            "llm_id": "", "sys_prompt": "Answer from the knowledge base.", "refine_multiturn": True,
+            "tools": [{"component_name": "Retrieval", "name": "KB", "params": {"dataset_ids": ["ds1"]}}],
+            "prompts": [{"role": "user", "content": "{sys.query}"}]}, "down": ["msg"]},
+        "msg": {"type": "Message", "params": {"content": ["{agent@content}"]}},
+    })
+    calls = len(provider.chat_bodies)
+    await run(stub, canvas, "Tell me about heat pumps", session.id)
+    first_rounds = provider.chat_bodies[calls:]
+    assert first_rounds[0]["messages"][-1]["content"] == "Tell me about heat pumps"  # nothing to refine yet
+
+    provider.queue(openai_server.Reply(content="What do heat pumps cost?"))
+    calls = len(provider.chat_bodies)
+    events = await run(stub, canvas, "What do they cost?", session.id)
+    rewrite, round0 = provider.chat_bodies[calls], provider.chat_bodies[calls + 1]
+    assert "user: Tell me about heat pumps" in json.dumps(rewrite["messages"])
+    assert "Last question: What do they cost?" in rewrite["messages"][-1]["content"]
+    assert round0["messages"][-1] == {"role": "user", "content": "What do heat pumps cost?"}
+    assert any(m["role"] == "assistant" for m in round0["messages"])  # the history window is still there
+    assert "What do heat pumps cost?" in of(events, "message_end")[0].content  # the generic model quotes it

@@ -126,7 +126,7 @@ class Agent(LLM):
             raise NodeError("no model gateway is configured", reason="NO_GATEWAY")
         if ctx.services.tools is None:
             raise NodeError(f"{self.id}: tools are not configured in this orchestrator", reason="NO_TOOLS")
-        messages = self._with_citation_prompt(ctx, self._messages(ctx))
+        messages = self._with_citation_prompt(ctx, await self.refined(ctx, self._messages(ctx)))
         schema = structured_schema(self.params)
         stream = None
         if self.wants_stream(ctx):

@@ -33,6 +33,27 @@ SECOND_PASS_PROMPT = ("Add citation markers to the answer below. After each sent
                       "not add sentences. Reply with the answer and its markers only.")
 
 
+REFINE_PROMPT = ("Rewrite the user's last question as one standalone question that can be understood without the "
+                 "conversation: resolve pronouns and references from the earlier turns, keep the user's language, "
+                 "and do not answer it. Reply with the rewritten question only.")
+
+
+async def refine_question(model: "LLM", ctx, question: str, window: int) -> str:
+    """RAGFlow's multi-turn refinement (`refine_multiturn`): with earlier turns in the session, the
+    model rewrites `question` into a standalone one from the last `window` user/assistant pairs.
+    Returns "" when there is nothing to refine (no history, no model, empty question or answer)."""
+    history = list(ctx.spec.get("history") or [])[-2 * window:] if window > 0 else []
+    if not question.strip() or not history or ctx.services.llm is None:
+        return ""
+    transcript = "\n".join(f"{h.get('role', 'user')}: {h.get('content', '')}" for h in history)
+    messages = [{"role": "system", "content": REFINE_PROMPT},
+                {"role": "user", "content": f"Conversation:\n{transcript}\n\nLast question: {question.strip()}"}]
+    request = model._request(ctx, messages, None)
+    request.request_id = f"{request.request_id}:refine"
+    pieces, _calls = await model._consume(ctx, request, None, live_text=False)
+    return " ".join("".join(pieces).split())
+
+
 def with_citation_prompt(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The citation instruction appended to the system prompt (one is added when there is none)."""
     if messages and messages[0]["role"] == "system":
@@ -142,7 +163,7 @@ class LLM(Component):
         if ctx.services.llm is None:
             raise NodeError("no model gateway is configured", reason="NO_GATEWAY")
         schema = structured_schema(self.params)
-        messages = self._messages(ctx)
+        messages = await self.refined(ctx, self._messages(ctx))
         if self.cites(ctx):
             messages = with_citation_prompt(messages)
         if schema is not None:
@@ -162,6 +183,15 @@ class LLM(Component):
         else:
             text = await self._call(ctx, request, stream)
         return Outcome(outputs={"content": text}, inputs={"messages": messages})
+
+    async def refined(self, ctx, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`refine_multiturn` (default off; RAGFlow's Agent does this on its own past 3 messages): the
+        last user turn is replaced by the standalone question the model makes of it and the history."""
+        if not self.param("refine_multiturn", False) or not isinstance(messages[-1].get("content"), str):
+            return messages
+        window = int(self.param("message_history_window_size", 13) or 0)
+        question = await refine_question(self, ctx, messages[-1]["content"], window)
+        return [*messages[:-1], {**messages[-1], "content": question}] if question else messages
 
     # -- citations (spec §5.7 step 6, §5.8; fix list §7 item 21) ------------------------------------------
     def cites(self, ctx) -> bool:

@@ -21,9 +21,6 @@ _RETRYABLE = ("TOOL_UPSTREAM_ERROR", "TOOL_TIMEOUT")
 _REPAIRABLE = ("TOOL_BAD_INPUT", "TOOL_EXECUTION_FAILED", "TOOL_NOT_ALLOWED")
 SQL_SCHEMA = {"type": "object", "properties": {"sql": {"type": "string", "description": "the corrected SQL statement"}},
               "required": ["sql"]}
-REFINE_PROMPT = ("Rewrite the user's last question as one standalone question that can be understood without the "
-                 "conversation: resolve pronouns and references from the earlier turns, keep the user's language, "
-                 "and do not answer it. Reply with the rewritten question only.")
 SQL_REPAIR_PROMPT = ("You repair SQL statements. The statement below failed on a {db} database. Rewrite it (or, if it "
                      "is a question in plain language, write the SQL that answers it) and reply with JSON "
                      '{{"sql": "<the statement>"}} only, without explanation.')
@@ -70,29 +67,17 @@ class ToolNode(Component):
         return Outcome(outputs=outputs, inputs=args, references=list(result.chunks))
 
     async def _refine_query(self, ctx, args: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
-        """RAGFlow's multi-turn refinement (`refine_multiturn`): with earlier turns in the session, the
-        model rewrites the last question into a standalone one from the history window
-        (`message_history_window_size` user/assistant pairs, default 13), and that is what is
-        searched. Without history, or without a model, the question is searched as asked."""
-        question = args["query"].strip()
-        window = int(params.get("message_history_window_size", 13) or 0)
-        history = list(ctx.spec.get("history") or [])[-2 * window:] if window > 0 else []
-        if not question or not history or ctx.services.llm is None:
-            return args
-        from services.orchestrator.core.components.llm import LLM
+        """`refine_multiturn`: with earlier turns in the session, the model rewrites the last question
+        into a standalone one from the history window (`message_history_window_size` user/assistant
+        pairs, default 13), and that is what is searched. Without history, or without a model, the
+        question is searched as asked."""
+        from services.orchestrator.core.components.llm import LLM, refine_question
         from services.orchestrator.core.dsl.model import NodeSpec
 
         model = LLM(NodeSpec(id=self.id, type="LLM", params={"llm_id": params.get("llm_id", "")}, downstream=[], upstream=[]))
-        transcript = "\n".join(f"{h.get('role', 'user')}: {h.get('content', '')}" for h in history)
-        messages = [{"role": "system", "content": REFINE_PROMPT},
-                    {"role": "user", "content": f"Conversation:\n{transcript}\n\nLast question: {question}"}]
-        request = model._request(ctx, messages, None)
-        request.request_id = f"{request.request_id}:refine"
-        pieces, _calls = await model._consume(ctx, request, None, live_text=False)
-        refined = " ".join("".join(pieces).split())
-        if not refined:
-            return args
-        return {**args, "query": refined, "question": question}
+        window = int(params.get("message_history_window_size", 13) or 0)
+        refined = await refine_question(model, ctx, args["query"], window)
+        return {**args, "query": refined, "question": args["query"].strip()} if refined else args
 
     async def _repair_sql(self, ctx, tool, args: dict[str, Any], params: dict[str, Any], result, request_id: str):
         """RAGFlow G0 ExeSQL: a failing statement (or a question typed instead of SQL) goes to the model
