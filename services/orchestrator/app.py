@@ -47,7 +47,7 @@ def build_orchestrator(config: Config, *, store=None, llm=None) -> tuple[Orchest
     http = httpx.AsyncClient(follow_redirects=False)
     pool = ThreadPoolExecutor(max_workers=settings.thread_pool_size, thread_name_prefix="orchestrator")
     tools = ToolRuntime(ToolsSettings.from_config(config))
-    services = Services(llm=llm, http=http, pool=pool, tools=tools)
+    services = Services(llm=llm, http=http, pool=pool, tools=tools, conversation_max_turns=settings.conversation_max_turns)
     loop_settings = LoopSettings(
         holder=settings.replica, lease_ttl_ms=settings.lease_ttl_ms, flush_interval_s=settings.flush_interval_ms / 1000,
         history_window=settings.history_window,

@@ -28,6 +28,9 @@ class OrchestratorSettings:
     """Overrides every component's default timeout when set."""
     max_backoff_s: float = 30.0
     """Cap of one retry delay."""
+    conversation_max_turns: int = 50
+    """User messages one conversation loop (a cycle through a node that waits for the user, e.g. a G0
+    Answer) takes; after that many turns the loop ends and the run goes on past it."""
     heartbeat_interval_s: float = 15.0
     """A Heartbeat event is sent on an event stream idle for this long (keeps proxies from closing it)."""
     store: str = "grpc"
@@ -54,6 +57,8 @@ class OrchestratorSettings:
             raise InvalidArgumentError.for_field("orchestrator", str(exc)) from None
         if settings.max_concurrency < 1:
             raise InvalidArgumentError.for_field("orchestrator.max_concurrency", "must be at least 1")
+        if settings.conversation_max_turns < 1:
+            raise InvalidArgumentError.for_field("orchestrator.conversation_max_turns", "must be at least 1")
         if settings.max_runs_per_tenant < 0:
             raise InvalidArgumentError.for_field("orchestrator.max_runs_per_tenant", "must be >= 0 (0 = unlimited)")
         if settings.admission_slot_ttl_ms < 300:

@@ -19,6 +19,8 @@ SERVICES = ("canvas_store", "llm_gateway", "sandbox", "orchestrator")
 KB_TEXT = """Renewable energy comes from sources that are naturally replenished: sunlight, wind, rain, tides,
 waves and geothermal heat. Solar power and wind power are the fastest growing renewable energy sources.
 Energy storage such as batteries makes renewable energy available when the sun does not shine."""
+SQL_DB = "rag_flow.sqlite"
+SQL_ROWS = [("geothermal", 3), ("solar", 41), ("wind", 56)]
 
 
 def cluster_config(data_dir: Path, model_url: str, apis: WebApis, ports: dict[str, int],
@@ -27,6 +29,8 @@ def cluster_config(data_dir: Path, model_url: str, apis: WebApis, ports: dict[st
     extra_models = {llm_id: {"model": "openai/routed", "api_base": model_url, "api_key": "sk-scripted"} for llm_id in routed_ids}
     tools = apis.tools_config()
     tools["retrieval"] = {"backend": "embedded", "embedded": {"path": str(data_dir / "kb.sqlite")}}
+    # The G0 exesql example names database `rag_flow`: a real SQLite file (seeded by Cluster.start).
+    tools["exesql"] = {"databases": {"rag_flow": {"url": f"sqlite:///{data_dir / SQL_DB}"}}}
     return {
         "data_dir": str(data_dir),
         "auth": {"embedded": False, "tokens": [{"token": TOKEN, "tenant": "acme", "user": "alice"}]},
@@ -40,7 +44,8 @@ def cluster_config(data_dir: Path, model_url: str, apis: WebApis, ports: dict[st
                        "*": scripted, **extra_models},
         },
         "sandbox": {"backend": "local", "pool": {"python": 1, "nodejs": 0}},
-        "orchestrator": {"flush_interval_ms": 5, "service_token": TOKEN},
+        # Two turns per conversation loop, so a corpus conversation ends after one resume.
+        "orchestrator": {"flush_interval_ms": 5, "service_token": TOKEN, "conversation_max_turns": 2},
         "tools": tools,
     }
 
@@ -70,6 +75,7 @@ class Cluster:
         config = cluster_config(data_dir, self.model.base_url, self.apis, self.ports, routed_ids)
         self.config_path.write_text(yaml.safe_dump(config))
         self._seed_kb(data_dir)
+        self._seed_sql(data_dir)
         for name in SERVICES:
             try:
                 await self.processes.spawn(name, name, config_path=self.config_path, port=self.ports[name])
@@ -84,6 +90,14 @@ class Cluster:
         doc = self.tmp / "renewable_energy.md"
         doc.write_text(KB_TEXT)
         kb_cli.add([doc], Config.load(str(self.config_path)), env={})
+
+    @staticmethod
+    def _seed_sql(data_dir: Path) -> None:
+        import sqlite3
+
+        with sqlite3.connect(data_dir / SQL_DB) as db:
+            db.execute("CREATE TABLE energy_sources (name TEXT PRIMARY KEY, share INTEGER)")
+            db.executemany("INSERT INTO energy_sources VALUES (?, ?)", SQL_ROWS)
 
     def log_tail(self, name: str, chars: int = 3000) -> str:
         return self.processes.log_tail(name, chars)

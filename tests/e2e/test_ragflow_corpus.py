@@ -5,7 +5,10 @@ knows any template. Tools point at local API servers, the embedded KB and the re
 Per canvas: the run ends SUCCEEDED (or PAUSED, then a resume completes it); a Message answer is
 present and reasoning arrives only as think events; every tool the canvas offers ran (the API servers
 saw the calls, tool results carry no error); usage is recorded. Ingestion pipelines are refused with
-FAILED_PRECONDITION, and the one G0 canvas (a legacy Answer <-> ExeSQL loop) with INVALID_ARGUMENT.
+FAILED_PRECONDITION. The G0 `exesql.json` (an Answer <-> ExeSQL conversation loop) runs as a
+conversation: the first turn takes the query (not SQL: the model repairs it), shows the result and
+pauses for the next message; the resume sends real SQL, which runs against the SQLite database the
+cluster config names `rag_flow`, and the loop ends after `conversation_max_turns` (2 here).
 """
 
 from __future__ import annotations
@@ -21,14 +24,15 @@ import pytest
 from agentcanvas.v1 import canvas_store_pb2, canvas_store_pb2_grpc, common_pb2, orchestrator_pb2, orchestrator_pb2_grpc
 
 from services.common.structs import from_struct, to_struct
-from tests.e2e.cluster import TOKEN, Cluster
+from tests.e2e.cluster import SQL_ROWS, TOKEN, Cluster
 from tests.support.generic_llm import THINK_PREFIX
 
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ragflow_dsl"
 AUTH = [("authorization", f"Bearer {TOKEN}")]
 PIPELINE_TYPES = {"File", "Parser", "TokenChunker", "TitleChunker", "Extractor", "Tokenizer", "Compiler"}
-LEGACY_REJECTED = {"exesql.json"}  # G0: Answer <-> ExeSQL cycle, no Canvas of ours runs it (spec §6.2)
+NEXT_SQL_MESSAGE = "SELECT name, share FROM energy_sources ORDER BY share DESC"
+NEXT_MESSAGE = "And what about wind power?"
 WEB_API_OF = {"TavilySearch": "tavily", "TavilyExtract": "tavily", "Wikipedia": "wikipedia", "DuckDuckGo": "duckduckgo",
               "Google": "google", "Bing": "bing", "YahooFinance": "yahoo_finance"}
 # A 1x1 PNG: the vision canvas gets an image in sys.files.
@@ -82,6 +86,24 @@ def streams_into_message(document: dict[str, Any], ran: set[str]) -> bool:
     return False
 
 
+def conversation_loop(document: dict[str, Any]) -> bool:
+    """Whether a G0 Answer (or a UserFillUp) lies on a cycle: a conversation that waits for each message."""
+    components = _components(document)
+    for start, component in components.items():
+        if (component.get("obj") or {}).get("component_name") not in ("Answer", "UserFillUp"):
+            continue
+        seen, pending = set(), list(component.get("downstream") or [])
+        while pending:
+            node = pending.pop()
+            if node == start:
+                return True
+            if node in seen or node not in components:
+                continue
+            seen.add(node)
+            pending.extend(components[node].get("downstream") or [])
+    return False
+
+
 def begin_inputs(document: dict[str, Any]) -> dict[str, Any]:
     """A value for every Begin input, by its declared type."""
     values: dict[str, Any] = {}
@@ -96,7 +118,8 @@ def begin_inputs(document: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
-# The corpus, plus our own canvas in RAGFlow's format that pauses for a form (the corpus copy has none).
+# The corpus, plus our own canvases in RAGFlow's format: one pauses for a form (the corpus copy has
+# none), one is a G2 conversation loop (UserFillUp -> Agent -> Message -> UserFillUp).
 CORPUS = sorted(FIXTURES.glob("*/*.json")) + sorted((Path(__file__).parent / "fixtures").glob("*.json"))
 
 
@@ -148,11 +171,13 @@ async def run_events(stub, request: orchestrator_pb2.RunCanvasRequest) -> list[o
     return events
 
 
-async def resume(stub, events, session_id: str):
-    """Answer every pending form generically and resume: the session alone names the paused run."""
+async def resume(stub, events, session_id: str, message: str = ""):
+    """Answer every pending form generically and resume: the session alone names the paused run. A
+    conversation loop gets the user's next chat `message` instead."""
     pending = _of(events, "user_inputs_required")
-    answers = {key: "renewable energy" for form in pending for key in from_struct(form.inputs)}
-    more = await run_events(stub, orchestrator_pb2.RunCanvasRequest(session_id=session_id, inputs=to_struct(answers)))
+    answers = {} if message else {key: "renewable energy" for form in pending for key in from_struct(form.inputs)}
+    more = await run_events(stub, orchestrator_pb2.RunCanvasRequest(session_id=session_id, inputs=to_struct(answers),
+                                                                     query=message))
     assert more[0].workflow_started.resumed
     return events + more, _of(more, "workflow_finished")
 
@@ -165,7 +190,8 @@ def _of(events, kind: str) -> list[Any]:
 async def test_corpus_canvas_runs_end_to_end(cluster, stub, store_stub, path: Path):
     document = json.loads(path.read_text())
     request = orchestrator_pb2.RunCanvasRequest(query="Tell me about renewable energy", inputs=to_struct(begin_inputs(document)))
-    pauses = any((c.get("obj") or {}).get("component_name") == "UserFillUp" for c in _components(document).values())
+    conversation = conversation_loop(document)
+    pauses = conversation or any((c.get("obj") or {}).get("component_name") == "UserFillUp" for c in _components(document).values())
     if pauses:
         request.canvas_id, request.session_id = await stored_session(store_stub, document, path.stem)
     else:
@@ -173,12 +199,11 @@ async def test_corpus_canvas_runs_end_to_end(cluster, stub, store_stub, path: Pa
     if "sys.files" in json.dumps(document):
         request.files.append(common_pb2.InputFile(name="photo.png", mime_type="image/png", content=PNG))
 
-    if _is_pipeline(document) or path.name in LEGACY_REJECTED:
+    if _is_pipeline(document):
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await run_events(stub, request)
-        expected = grpc.StatusCode.FAILED_PRECONDITION if _is_pipeline(document) else grpc.StatusCode.INVALID_ARGUMENT
-        assert caught.value.code() == expected, caught.value.details()
-        assert ("ingestion" in caught.value.details()) if _is_pipeline(document) else ("cycle" in caught.value.details())
+        assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION, caught.value.details()
+        assert "ingestion" in caught.value.details()
         return
 
     api_before = {api: len(cluster.apis.of(api)) for api in set(WEB_API_OF.values())}
@@ -190,7 +215,9 @@ async def test_corpus_canvas_runs_end_to_end(cluster, stub, store_stub, path: Pa
     if pauses:
         form = _of(events, "user_inputs_required")[0]
         assert "instructions" in from_struct(form.inputs) or form.inputs
-        events, finished = await resume(stub, events, request.session_id)
+        turn_one = len(events)
+        message = (NEXT_SQL_MESSAGE if '"ExeSQL"' in json.dumps(document) else NEXT_MESSAGE) if conversation else ""
+        events, finished = await resume(stub, events, request.session_id, message)
     assert finished[0].status == common_pb2.RUN_STATUS_SUCCEEDED, (
         common_pb2.RunStatus.Name(finished[0].status), finished[0].error, cluster.log_tail("orchestrator"))
 
@@ -240,8 +267,22 @@ async def test_corpus_canvas_runs_end_to_end(cluster, stub, store_stub, path: Pa
         sent = json.dumps(cluster.model.chat_bodies[model_before:])
         assert '"image_url"' in sent and "data:image/png;base64," in sent
 
-    # Usage recorded; the model was really called.
-    assert finished[0].usage.calls > 0
+    # A conversation's turns each showed their answer; the SQL of the second turn ran on the real database.
+    if conversation:
+        turns = [[e.message_end.content for e in part if e.WhichOneof("event") == "message_end"]
+                 for part in (events[:turn_one], events[turn_one:])]
+        assert all(any(text.strip() for text in shown) for shown in turns), turns
+        if "Agent" in json.dumps(document):  # the second turn answered the second message
+            assert NEXT_MESSAGE in "".join(turns[1]), turns
+        if "ExeSQL" in tools:
+            sql_nodes = [n for n in nodes if n.component_type == "ExeSQL"]
+            assert len(sql_nodes) == 2 and not any(n.HasField("error") for n in sql_nodes), sql_nodes
+            answer = "".join(turns[1])
+            assert all(name in answer and str(share) in answer for name, share in SQL_ROWS), answer
+            assert answer.index("wind") < answer.index("solar") < answer.index("geothermal")
+
+    # Usage recorded (over every run of the session); the model was really called.
+    assert sum(f.usage.calls for f in _of(events, "workflow_finished")) > 0
     assert len(cluster.model.chat_bodies) > model_before
     for node in nodes:
         assert not node.HasField("error") or node.component_type in ("Retrieval",), (node.component_id, node.error)

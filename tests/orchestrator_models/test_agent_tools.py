@@ -138,6 +138,39 @@ async def test_max_rounds_then_a_final_call_without_tools(stack):
     assert "tools" not in bodies[-1] and bodies[-1]["messages"][-1]["content"] == "Exceed max rounds: 2"
 
 
+async def test_an_agent_with_tools_streams_each_rounds_text_as_it_arrives(stack):
+    """The answer after a tool round reaches the Message as one MessageDelta per model chunk, in
+    order; the text that came with the tool call is shown once, set off by a blank line, and is not
+    part of the Agent's content."""
+    stub, provider, apis = stack
+    call = {"index": 0, "id": "c1", "type": "function",
+            "function": {"name": "wikipedia_search", "arguments": json.dumps({"query": "wind"})}}
+    provider.queue(
+        openai_server.Stream(chunks=[{"content": "Let me "}, {"content": "look."}, {"tool_calls": [call]}],
+                             finish_reason="tool_calls"),
+        openai_server.Stream(chunks=[{"reasoning_content": "Weighing sources"}, {"content": "Wind "},
+                                     {"content": "power "}, {"content": "is "}, {"content": "clean."}]),
+    )
+    before = len(apis.of("wikipedia"))
+    events = await run(stub, agent_canvas(web_tools(["wiki"])))
+    assert of(events, "workflow_finished")[0].status == common_pb2.RUN_STATUS_SUCCEEDED
+    assert len(apis.of("wikipedia")) == before + 1
+    stream = [(e.WhichOneof("event"), getattr(e, e.WhichOneof("event")).content if e.WhichOneof("event") in
+               ("message_delta", "think_delta") else "") for e in events
+              if e.WhichOneof("event") in ("message_delta", "think_start", "think_delta", "think_end", "message_end")]
+    deltas = [text for kind, text in stream if kind == "message_delta"]
+    assert "".join(deltas) == "Let me look.\n\nWind power is clean."
+    answer = deltas[deltas.index("\n\n") + 1:]
+    assert len(answer) >= 3 and "".join(answer) == "Wind power is clean."  # several deltas, none lost or repeated
+    # The round's reasoning comes before its text, and MessageEnd after the last delta.
+    kinds_only = [kind for kind, _ in stream]
+    assert kinds_only.index("think_delta") < len(kinds_only) - 1 - kinds_only[::-1].index("message_delta")
+    assert kinds_only[-1] == "message_end" and of(events, "message_end")[0].content == "".join(deltas)
+    assert "Weighing sources" not in "".join(deltas)
+    agent = next(n for n in of(events, "node_finished") if n.component_id == "agent")
+    assert from_struct(agent.outputs)["content"] == "Wind power is clean."
+
+
 async def test_sub_agents_report_nested_events(stack):
     stub, _, apis = stack
     sub = {"component_name": "Agent", "name": "Web Researcher",

@@ -32,9 +32,11 @@ os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
 @asynccontextmanager
 async def llm_stack(data_dir: Path, *, llm_id: str = "", provider: ScriptedOpenAIServer | None = None,
                     gateway: dict[str, Any] | None = None, orchestrator: dict[str, Any] | None = None,
-                    extra: dict[str, Any] | None = None) -> AsyncIterator[tuple[Any, ScriptedOpenAIServer]]:
+                    extra: dict[str, Any] | None = None,
+                    store: InMemoryRunStore | None = None) -> AsyncIterator[tuple[Any, ScriptedOpenAIServer]]:
     """Yields (OrchestratorStub, scripted provider). `llm_id` names the registry entry pointing at the
-    provider; `gateway`/`orchestrator` add settings to those sections, `extra` adds whole sections."""
+    provider; `gateway`/`orchestrator` add settings to those sections, `extra` adds whole sections;
+    `store` lets a test create sessions in the orchestrator's in-memory run store."""
     with provider or ScriptedOpenAIServer() as scripted:
         base = Config.load(env={"AGENT_CANVAS_DATA_DIR": str(data_dir)}).with_overrides({
             "auth": {"embedded": False, "tokens": [{"token": TOKEN, "tenant": "acme", "user": "alice"}]},
@@ -48,7 +50,7 @@ async def llm_stack(data_dir: Path, *, llm_id: str = "", provider: ScriptedOpenA
         await gateway_server.ready.wait()
         config = base.with_overrides({"addresses": {"llm_gateway": f"127.0.0.1:{gateway_server.port}"},
                                       "orchestrator": {"flush_interval_ms": 5, **(orchestrator or {})}})
-        orchestrator_server = await start_server(orchestrator_app.build_definition(config, store=InMemoryRunStore()),
+        orchestrator_server = await start_server(orchestrator_app.build_definition(config, store=store or InMemoryRunStore()),
                                                  config, authenticator=auth)
         channel = grpc.aio.insecure_channel(f"127.0.0.1:{orchestrator_server.port}")
         try:

@@ -39,6 +39,8 @@ class Services:
     pool: ThreadPoolExecutor
     tools: Any = None
     """services.orchestrator.tools.ToolRuntime, when tools are configured."""
+    conversation_max_turns: int = 50
+    """Turns of a conversation loop (orchestrator.conversation_max_turns)."""
 
 
 @dataclass

@@ -208,7 +208,9 @@ class RunLoop:
         session = await self.store.get_session(record.session_id)
         env = {k: v for k, v in state.globals.items() if k.startswith("env.")}
         new_state, messages = sessions.next_state(
-            session.state, query=str(record.spec.get("query") or ""), answer=answer if status != RunStatus.PAUSED else None,
+            session.state, query=str(record.spec.get("query") or ""),
+            # A conversation loop's pause comes after the turn's answer was shown: keep it in the history.
+            answer=answer if status != RunStatus.PAUSED or any(p.get("conversation") for _, p in pauses) else None,
             paused_run_id=record.id if status == RunStatus.PAUSED else "", pending=[p[0] for p in pauses],
             env=env, window=self.settings.history_window)
         await self.store.append_session_turn(record.session_id, messages, new_state)

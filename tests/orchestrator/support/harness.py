@@ -19,9 +19,9 @@ _POOL = ThreadPoolExecutor(max_workers=4)
 
 def make_orchestrator(store: InMemoryRunStore | None = None, llm: Any = None, *, holder: str = "replica-a",
                       http: httpx.AsyncClient | None = None, lease_ttl_ms: int = 15_000, tools: Any = None,
-                      **limits: Any) -> Orchestrator:
+                      conversation_max_turns: int = 50, **limits: Any) -> Orchestrator:
     store = store or InMemoryRunStore()
-    services = Services(llm=llm, http=http, pool=_POOL, tools=tools)
+    services = Services(llm=llm, http=http, pool=_POOL, tools=tools, conversation_max_turns=conversation_max_turns)
     settings = LoopSettings(holder=holder, lease_ttl_ms=lease_ttl_ms, flush_interval_s=0.005, limits=Limits(**limits))
     return Orchestrator(store, services, settings, takeover_interval_s=0.05)
 

@@ -9,9 +9,9 @@ Without tools or MCP servers an Agent is an LLM (core/components/llm.py). With t
   calls of one response run concurrently; a tool failure becomes error text for the model (RAGFlow
   behaviour), never a node failure. When every round asked for tools, `Exceed max rounds: N` is
   appended and one last call is made without tools.
-* Reasoning of every round streams as think events; the text of a round is held back until the
-  round is known to be the answer (no tool calls), then goes to the Message. So text that
-  accompanies tool calls never reaches the answer, and no text is sent twice.
+* Reasoning and text of every round stream as they arrive (think events, MessageDelta). Text that
+  accompanies tool calls stays in the Message (a blank line before the next round's text) but not in
+  the Agent's `content`, which is the last round's answer; no piece is sent twice.
 * A sub-agent is called with `user_prompt` (+ `reasoning`, `context`); it runs its own loop without
   streaming and emits its own NodeStarted / NodeFinished with `parent_id` = the calling agent, id
   `<agent id>--><name>`.
@@ -33,7 +33,7 @@ from typing import Any
 
 from services.orchestrator.core import events as ev
 from services.orchestrator.core.components.base import Outcome, Problem
-from services.orchestrator.core.components.llm import LLM, parse_json_answer, structured_schema
+from services.orchestrator.core.components.llm import LLM, parse_json_answer, structured_schema, with_citation_prompt
 from services.orchestrator.core.components.registry import register
 from services.orchestrator.core.dsl.model import NodeSpec
 from services.orchestrator.core.errors import NodeError
@@ -51,8 +51,6 @@ AGENT_ARGUMENTS = {
 }
 MAX_TOOL_RESULT_CHARS = 20_000
 CITABLE_WEB_TOOLS = ("TavilySearch", "TavilyExtract", "Wikipedia", "DuckDuckGo", "Google", "Bing")
-CITATION_PROMPT = ("Tool results show each source chunk as 'ID: <n>'. When a sentence of your answer uses a "
-                   "chunk, end that sentence with [ID:<n>]. Never invent IDs.")
 
 
 def tool_entries(params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -128,7 +126,7 @@ class Agent(LLM):
             raise NodeError("no model gateway is configured", reason="NO_GATEWAY")
         if ctx.services.tools is None:
             raise NodeError(f"{self.id}: tools are not configured in this orchestrator", reason="NO_TOOLS")
-        messages = self._with_citation_prompt(self._messages(ctx))
+        messages = self._with_citation_prompt(ctx, await self.refined(ctx, self._messages(ctx)))
         schema = structured_schema(self.params)
         stream = None
         if self.wants_stream(ctx):
@@ -136,6 +134,8 @@ class Agent(LLM):
             if stream is None or stream.closed or stream.text_so_far():
                 stream = ctx.open_stream()
         result = await self.run_loop(ctx, messages, stream)
+        if self.second_pass_wanted():
+            result.text = await self.cite_second_pass(ctx, result.text, stream)
         content = self._with_artifact_links(result.text, result.downloads)
         if stream is not None:
             if content != result.text:
@@ -197,11 +197,15 @@ class Agent(LLM):
         if specs:
             request.tools = specs
             request.tool_choice = "auto"
-        # A round's text is held until the round turns out to be the answer (no tool calls).
-        pieces, calls = await self._consume(ctx, request, stream, live_text=False)
-        if not calls and stream is not None:
-            for piece in pieces:
-                stream.push("text", piece)
+        # Text streams into the Message as it arrives, in every round: whether a round asks for tools
+        # is known only when its response ends (the gateway sends whole tool calls last). Text of a
+        # round that then calls tools ("Let me look that up.") stays in the Message as what the user
+        # saw, set off from the next round's text by a blank line; the Agent's `content` is the last
+        # round's text only. Each piece is pushed exactly once.
+        # With `citation_second_pass` the text is held back instead: the pass decides what is shown.
+        separator = "\n\n" if stream is not None and stream.text_so_far() else ""
+        pieces, calls = await self._consume(ctx, request, stream, live_text=not self.second_pass_wanted(),
+                                            text_prefix=separator)
         return "".join(pieces), calls
 
     async def _call_tool(self, ctx, by_name, call: dict[str, Any], tool_context, result: LoopResult) -> str:
@@ -279,16 +283,16 @@ class Agent(LLM):
         messages.append({"role": "user", "content": user.strip() or "(no task given)"})
         return messages
 
-    def _with_citation_prompt(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """With `cite` (default on) and a tool that returns citable chunks, ask for [ID:n] markers.
-        The instruction is added before the first call, so chunks retrieved in this very turn are
-        cited too (§7 item 21)."""
+    def _with_citation_prompt(self, ctx, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """With `cite` (default on) and either a tool that returns citable chunks or chunks already in
+        the run (a Retrieval node before this agent), ask for [ID:n] markers. The instruction is added
+        before the first call, so chunks retrieved in this very turn are cited too (§7 item 21)."""
         citable = {"Retrieval", *CITABLE_WEB_TOOLS}
-        if not self.param("cite", True) or not any(t.get("component_name") in citable for t in tool_entries(self.params)):
+        if not self.param("cite", True):
             return messages
-        if messages and messages[0]["role"] == "system":
-            return [{"role": "system", "content": f"{messages[0]['content']}\n\n{CITATION_PROMPT}"}, *messages[1:]]
-        return [{"role": "system", "content": CITATION_PROMPT}, *messages]
+        if self.cites(ctx) or any(t.get("component_name") in citable for t in tool_entries(self.params)):
+            return with_citation_prompt(messages)
+        return messages
 
     # -- results --------------------------------------------------------------------------------------
     async def _to_structured(self, ctx, messages, text: str, schema: dict[str, Any]) -> Any:

@@ -17,6 +17,7 @@ from services.orchestrator.core.errors import NodeError
 from services.orchestrator.core.refs import parse_expr
 
 DEFAULT_MAX_LOOPS = 10
+DEFAULT_CONVERSATION_TURNS = 50
 
 
 @register
@@ -125,4 +126,48 @@ class ExitLoop(Component):
         return Outcome()
 
 
-__all__ = ["Iteration", "IterationItem", "Loop", "LoopItem", "ExitLoop", "parse_expr"]
+@register
+class Conversation(Component):
+    """A conversation loop (dsl/conversation.py): one body pass per user message. The body starts at
+    the node that waits for the user (`params.entry`, a UserFillUp); it takes this run's message
+    (the RunCanvas query, or the resume's inputs) in the first pass that runs here, and pauses the
+    run in the next one. Passes already journaled (earlier turns of the session's resume chain) are
+    replayed, not run. After `orchestrator.conversation_max_turns` passes the loop ends and the run
+    goes on past it (usually: SUCCEEDED)."""
+
+    type_name = "Conversation"
+    default_timeout_s = None
+
+    def thoughts(self, ctx) -> str:
+        return "Waiting for your messages..."
+
+    async def invoke(self, ctx) -> Outcome:
+        entry = str(self.param("entry", ""))
+        configured = getattr(ctx.services, "conversation_max_turns", DEFAULT_CONVERSATION_TURNS)
+        maximum = max(int(configured or DEFAULT_CONVERSATION_TURNS), 1)
+        run_id = str(ctx.spec.get("run_id", ""))
+        message_pending = True  # this run's message has not been taken by a turn yet
+        turn = 0
+        while turn < maximum:
+            await ctx.run_body(self.id, Frame(self.id, turn, item={"message_pending": message_pending}))
+            # The waiting node marks the turn that took this run's message; replayed turns of
+            # earlier runs carry their own run's id, so they do not count (also after a takeover).
+            if (ctx.state.outputs.get(entry) or {}).get(TURN_RUN) == run_id:
+                message_pending = False
+            turn += 1
+        return Outcome(outputs={"turns": turn}, inputs={"max_turns": maximum})
+
+
+TURN_RUN = "_turn_run"
+
+
+def conversation_frame(ctx) -> Frame | None:
+    """The frame of the Conversation pass `ctx`'s node runs in directly (None elsewhere)."""
+    frame = ctx.frame
+    if frame is None or frame.container_id != ctx.node.parent_id or not isinstance(frame.item, dict):
+        return None
+    return frame if "message_pending" in frame.item else None
+
+
+__all__ = ["Iteration", "IterationItem", "Loop", "LoopItem", "ExitLoop", "Conversation", "conversation_frame",
+           "parse_expr"]

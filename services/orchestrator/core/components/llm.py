@@ -25,6 +25,40 @@ _FLAGS = {
     "frequency_penalty": "frequencyPenaltyEnabled",
 }
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
+CITATION_MARK = re.compile(r"\[ID:\s*\d+\]")
+CITATION_PROMPT = ("Tool results and knowledge blocks show each source chunk as 'ID: <n>'. When a sentence of your "
+                   "answer uses a chunk, end that sentence with [ID:<n>]. Never invent IDs.")
+SECOND_PASS_PROMPT = ("Add citation markers to the answer below. After each sentence that is supported by a knowledge "
+                      "chunk, insert [ID:<n>] with that chunk's ID. Do not change any other word of the answer and do "
+                      "not add sentences. Reply with the answer and its markers only.")
+
+
+REFINE_PROMPT = ("Rewrite the user's last question as one standalone question that can be understood without the "
+                 "conversation: resolve pronouns and references from the earlier turns, keep the user's language, "
+                 "and do not answer it. Reply with the rewritten question only.")
+
+
+async def refine_question(model: "LLM", ctx, question: str, window: int) -> str:
+    """RAGFlow's multi-turn refinement (`refine_multiturn`): with earlier turns in the session, the
+    model rewrites `question` into a standalone one from the last `window` user/assistant pairs.
+    Returns "" when there is nothing to refine (no history, no model, empty question or answer)."""
+    history = list(ctx.spec.get("history") or [])[-2 * window:] if window > 0 else []
+    if not question.strip() or not history or ctx.services.llm is None:
+        return ""
+    transcript = "\n".join(f"{h.get('role', 'user')}: {h.get('content', '')}" for h in history)
+    messages = [{"role": "system", "content": REFINE_PROMPT},
+                {"role": "user", "content": f"Conversation:\n{transcript}\n\nLast question: {question.strip()}"}]
+    request = model._request(ctx, messages, None)
+    request.request_id = f"{request.request_id}:refine"
+    pieces, _calls = await model._consume(ctx, request, None, live_text=False)
+    return " ".join("".join(pieces).split())
+
+
+def with_citation_prompt(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The citation instruction appended to the system prompt (one is added when there is none)."""
+    if messages and messages[0]["role"] == "system":
+        return [{"role": "system", "content": f"{messages[0]['content']}\n\n{CITATION_PROMPT}"}, *messages[1:]]
+    return [{"role": "system", "content": CITATION_PROMPT}, *messages]
 
 
 def structured_schema(params: dict[str, Any]) -> dict[str, Any] | None:
@@ -129,7 +163,9 @@ class LLM(Component):
         if ctx.services.llm is None:
             raise NodeError("no model gateway is configured", reason="NO_GATEWAY")
         schema = structured_schema(self.params)
-        messages = self._messages(ctx)
+        messages = await self.refined(ctx, self._messages(ctx))
+        if self.cites(ctx):
+            messages = with_citation_prompt(messages)
         if schema is not None:
             return await self._structured(ctx, messages, schema)
         stream = None
@@ -137,8 +173,58 @@ class LLM(Component):
             stream = ctx.stream_of(self.id)
             if stream is None or stream.closed or stream.text_so_far():
                 stream = ctx.open_stream()
-        text = await self._call(ctx, self._request(ctx, messages, None), stream)
+        request = self._request(ctx, messages, None)
+        if self.second_pass_wanted():
+            # The answer is held back (reasoning still streams) until the second pass decided on it.
+            pieces, _calls = await self._consume(ctx, request, stream, live_text=False)
+            text = await self.cite_second_pass(ctx, "".join(pieces), stream)
+            if stream is not None:
+                stream.close()
+        else:
+            text = await self._call(ctx, request, stream)
         return Outcome(outputs={"content": text}, inputs={"messages": messages})
+
+    async def refined(self, ctx, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`refine_multiturn` (default off; RAGFlow's Agent does this on its own past 3 messages): the
+        last user turn is replaced by the standalone question the model makes of it and the history."""
+        if not self.param("refine_multiturn", False) or not isinstance(messages[-1].get("content"), str):
+            return messages
+        window = int(self.param("message_history_window_size", 13) or 0)
+        question = await refine_question(self, ctx, messages[-1]["content"], window)
+        return [*messages[:-1], {**messages[-1], "content": question}] if question else messages
+
+    # -- citations (spec §5.7 step 6, §5.8; fix list §7 item 21) ------------------------------------------
+    def cites(self, ctx) -> bool:
+        """`cite` (default on) and the run already holds retrieved chunks: the model is asked for
+        [ID:n] markers. Ids are the bucket's sequential, unique citation ids."""
+        return bool(self.param("cite", True)) and len(ctx.state.reference_bucket()) > 0
+
+    def second_pass_wanted(self) -> bool:
+        return bool(self.param("citation_second_pass", False)) and bool(self.param("cite", True))
+
+    async def cite_second_pass(self, ctx, text: str, stream) -> str:
+        """`citation_second_pass`: when the answer has no [ID:n] marker but the run has chunks, one more
+        model call inserts the markers, streaming into the Message; otherwise (or when that call returns
+        nothing) the answer goes out as it was."""
+        bucket = ctx.state.reference_bucket()
+        if not text.strip() or CITATION_MARK.search(text) or not len(bucket):
+            if stream is not None and text:
+                stream.push("text", text)
+            return text
+        from services.orchestrator.tools.citations import format_knowledge
+
+        knowledge = format_knowledge(bucket.snapshot()["chunks"])
+        messages = [{"role": "system", "content": SECOND_PASS_PROMPT},
+                    {"role": "user", "content": f"Knowledge:\n{knowledge}\n\nAnswer:\n{text}"}]
+        request = self._request(ctx, messages, None)
+        request.request_id = f"{request.request_id}:cite"
+        pieces, _calls = await self._consume(ctx, request, stream, live_text=True, reasoning=False)
+        cited = "".join(pieces)
+        if not cited.strip():
+            if stream is not None:
+                stream.push("text", text)
+            return text
+        return cited
 
     async def _structured(self, ctx, messages, schema) -> Outcome:
         attempts = int(self.param("max_retries", 0) or 0) + 1
@@ -159,21 +245,27 @@ class LLM(Component):
             stream.close()
         return "".join(pieces)
 
-    async def _consume(self, ctx, request: ChatRequest, stream, *, live_text: bool) -> tuple[list[str], list[dict[str, Any]]]:
-        """One ChatStream: reasoning goes to `stream` as it arrives (and text too when `live_text`),
-        usage into the node's usage. Returns the text pieces and the tool calls; a model error raises
-        NodeError, retryable only while nothing has reached the stream's consumer."""
+    async def _consume(self, ctx, request: ChatRequest, stream, *, live_text: bool,
+                       text_prefix: str = "", reasoning: bool = True) -> tuple[list[str], list[dict[str, Any]]]:
+        """One ChatStream: reasoning goes to `stream` as it arrives (and text too when `live_text`,
+        preceded once by `text_prefix`), usage into the node's usage. Returns the text pieces (without
+        the prefix) and the tool calls; a model error raises NodeError, retryable only while nothing
+        has reached the stream's consumer."""
         pieces: list[str] = []
         calls: list[dict[str, Any]] = []
         error, retryable = "", False
         try:
             async for chunk in ctx.services.llm.chat_stream(request):
                 if chunk.kind == "text":
-                    pieces.append(chunk.text)
+                    if not chunk.text:
+                        continue
                     if live_text and stream is not None:
+                        if text_prefix and not pieces:
+                            stream.push("text", text_prefix)
                         stream.push("text", chunk.text)
+                    pieces.append(chunk.text)
                 elif chunk.kind in ("think_start", "think_delta", "think_end"):
-                    if stream is not None:
+                    if stream is not None and reasoning:
                         stream.push(chunk.kind, chunk.text)
                 elif chunk.kind == "tool_call" and chunk.tool_call is not None:
                     calls.append(chunk.tool_call)

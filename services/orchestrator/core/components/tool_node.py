@@ -16,6 +16,14 @@ from services.orchestrator.core.errors import NodeError
 from services.orchestrator.core.refs import whole_ref
 
 _RETRYABLE = ("TOOL_UPSTREAM_ERROR", "TOOL_TIMEOUT")
+# ExeSQL failures a model can fix by rewriting the statement (not outages or configuration). A
+# statement refused as not read-only is among them: the rewrite is checked again, so it cannot write.
+_REPAIRABLE = ("TOOL_BAD_INPUT", "TOOL_EXECUTION_FAILED", "TOOL_NOT_ALLOWED")
+SQL_SCHEMA = {"type": "object", "properties": {"sql": {"type": "string", "description": "the corrected SQL statement"}},
+              "required": ["sql"]}
+SQL_REPAIR_PROMPT = ("You repair SQL statements. The statement below failed on a {db} database. Rewrite it (or, if it "
+                     "is a question in plain language, write the SQL that answers it) and reply with JSON "
+                     '{{"sql": "<the statement>"}} only, without explanation.')
 
 
 def _resolve_param_refs(ctx, value: Any) -> Any:
@@ -44,8 +52,12 @@ class ToolNode(Component):
                 resolved = [_resolve_param_refs(ctx, v) if isinstance(v, str) and "@" in v else v for v in params[key]]
                 params[key] = [x for v in resolved for x in (v if isinstance(v, list) else [v]) if x not in (None, "")]
         request_id = f"{ctx.spec.get('run_id', '')}:{self.id}:{ctx.scope}:{ctx.attempt}"
+        if self.node.type == "Retrieval" and params.get("refine_multiturn") and isinstance(args.get("query"), str):
+            args = await self._refine_query(ctx, args, params)
         context = runtime.context(references=ctx.state.reference_bucket(), request_id=request_id)
         result = await tool.invoke(args, params=params, context=context)
+        if result.error is not None and self.node.type == "ExeSQL" and params.get("repair_with_llm"):
+            result, args = await self._repair_sql(ctx, tool, args, params, result, request_id)
         if result.error is not None:
             reason = getattr(result.error, "reason", "TOOL_ERROR")
             raise NodeError(f"{self.node.type}: {result.error.message}", reason=reason, retryable=reason in _RETRYABLE)
@@ -53,6 +65,53 @@ class ToolNode(Component):
         if result.downloads:
             outputs["downloads"] = [d.to_dict() for d in result.downloads]
         return Outcome(outputs=outputs, inputs=args, references=list(result.chunks))
+
+    async def _refine_query(self, ctx, args: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+        """`refine_multiturn`: with earlier turns in the session, the model rewrites the last question
+        into a standalone one from the history window (`message_history_window_size` user/assistant
+        pairs, default 13), and that is what is searched. Without history, or without a model, the
+        question is searched as asked."""
+        from services.orchestrator.core.components.llm import LLM, refine_question
+        from services.orchestrator.core.dsl.model import NodeSpec
+
+        model = LLM(NodeSpec(id=self.id, type="LLM", params={"llm_id": params.get("llm_id", "")}, downstream=[], upstream=[]))
+        window = int(params.get("message_history_window_size", 13) or 0)
+        refined = await refine_question(model, ctx, args["query"], window)
+        return {**args, "query": refined, "question": args["query"].strip()} if refined else args
+
+    async def _repair_sql(self, ctx, tool, args: dict[str, Any], params: dict[str, Any], result, request_id: str):
+        """RAGFlow G0 ExeSQL: a failing statement (or a question typed instead of SQL) goes to the model
+        with the error, and the rewrite runs again, up to `repair_attempts` (G0 `loop`, default 3)
+        times. The model's usage counts for this node."""
+        if ctx.services.llm is None:
+            return result, args
+        from services.orchestrator.core.components.llm import LLM, parse_json_answer
+        from services.orchestrator.core.dsl.model import NodeSpec
+
+        model = LLM(NodeSpec(id=self.id, type="LLM", params={"llm_id": params.get("llm_id", "")}, downstream=[], upstream=[]))
+        attempts = max(int(params.get("repair_attempts") or 3), 0)
+        repairs: list[dict[str, Any]] = []
+        for index in range(attempts):
+            if result.error is None or getattr(result.error, "reason", "") not in _REPAIRABLE:
+                break
+            messages = [{"role": "system", "content": SQL_REPAIR_PROMPT.format(db=params.get("db_type") or "SQL")},
+                        {"role": "user", "content": f"Statement:\n{args.get('sql', '')}\n\nError:\n{result.error.message}"}]
+            request = model._request(ctx, messages, SQL_SCHEMA)
+            request.request_id = f"{request.request_id}:repair{index}"
+            pieces, _calls = await model._consume(ctx, request, None, live_text=False)
+            try:
+                sql = str(parse_json_answer("".join(pieces)).get("sql") or "")
+            except (ValueError, AttributeError):
+                sql = ""
+            if not sql.strip():
+                break
+            repairs.append({"sql": sql, "error": result.error.message})
+            args = {**args, "sql": sql}
+            context = ctx.services.tools.context(references=ctx.state.reference_bucket(), request_id=f"{request_id}:repair{index}")
+            result = await tool.invoke(args, params=params, context=context)
+        if repairs:
+            args = {**args, "repairs": repairs}
+        return result, args
 
 
 def register_tools() -> list[str]:

@@ -12,7 +12,9 @@ from typing import Any
 
 from services.common.errors import FailedPreconditionError
 from services.orchestrator.core.components import registry
-from services.orchestrator.core.dsl.migrations import G0_UNMAPPED, migrate_g0, normalize_chunker_dsl, upgrade_g1
+from services.orchestrator.core.dsl.conversation import CONVERSATION, fold
+from services.orchestrator.core.dsl.migrations import (G0_UNMAPPED, migrate_g0, migrate_g0_conversations,
+                                                       normalize_chunker_dsl, upgrade_g1)
 from services.orchestrator.core.values import plain_copy
 from services.orchestrator.core.dsl.model import CONTAINERS, EXCEPTION, NORMAL, ROUTERS, CanvasSpec, Edge, NodeSpec
 
@@ -25,6 +27,8 @@ SYS_DEFAULTS: dict[str, Any] = {
     "sys.date": "",
 }
 PIPELINE_TYPES = ("ingestion pipeline", "dataflow")
+_ITEM_TYPES = frozenset(t for t in CONTAINERS.values() if t)
+RESERVED_TYPES = frozenset({CONVERSATION})  # made by the loader only (dsl/conversation.py)
 
 
 @dataclass
@@ -111,6 +115,7 @@ def load(document: Any) -> LoadResult:
     dsl = migrated if migrated is not dsl else plain_copy(dsl)
     notes: list[str] = []
     components: dict[str, Any] = dsl["components"]
+    migrate_g0_conversations(components, notes)
     for cid, entry in list(components.items()):
         if not isinstance(entry, dict) or not isinstance(entry.get("obj"), dict) or not isinstance(entry["obj"].get("component_name"), str):
             problems.append(CanvasProblem(cid, "obj.component_name", "BAD_DSL", "a component entry needs obj.component_name"))
@@ -121,6 +126,11 @@ def load(document: Any) -> LoadResult:
             obj["params"] = {}
         migrate_g0(cid, entry, components, notes)
         name = obj["component_name"]
+        if name in RESERVED_TYPES:
+            problems.append(CanvasProblem(cid, "obj.component_name", "BAD_DSL",
+                                          f"{name} is made by the loader for conversation loops; it cannot be written in a DSL"))
+            del components[cid]
+            continue
         if name in G0_UNMAPPED:
             problems.append(CanvasProblem(cid, "obj.component_name", "LEGACY_COMPONENT",
                                           f"legacy (G0) component {name} has no current equivalent"))
@@ -172,6 +182,7 @@ def load(document: Any) -> LoadResult:
         if node.parent_id and node.parent_id not in nodes:
             problems.append(CanvasProblem(node.id, "parent_id", "DANGLING_REFERENCE", f"parent '{node.parent_id}' does not exist"))
             node.parent_id = ""
+    fold(canvas, problems)  # cycles through a node that waits for the user are conversation loops
     return LoadResult(canvas, problems)
 
 
@@ -186,7 +197,7 @@ def _edges(canvas: CanvasSpec, problems: list[CanvasProblem]) -> list[Edge]:
             return
         src = nodes[source]
         # Loop-back edges from a body to its own container's start are implicit in our container model.
-        if src.parent_id and (target == src.parent_id or (nodes[target].parent_id == src.parent_id and nodes[target].type in CONTAINERS.values())):
+        if src.parent_id and (target == src.parent_id or (nodes[target].parent_id == src.parent_id and nodes[target].type in _ITEM_TYPES)):
             return
         if (source, target) in seen:
             return

@@ -146,3 +146,106 @@ def migrate_g0(cid: str, entry: dict[str, Any], components: dict[str, Any], note
         notes.append(f"{cid}: legacy Message.messages migrated to content")
         return True
     return False
+
+
+# What a G0 Answer shows of the node before it: tools' formatted text, a model's content.
+_SHOWN_OUTPUT = {"ExeSQL": "formalized_content", "Retrieval": "formalized_content", "TavilySearch": "formalized_content",
+                 "TavilyExtract": "formalized_content", "Wikipedia": "formalized_content", "DuckDuckGo": "formalized_content",
+                 "Google": "formalized_content", "Bing": "formalized_content", "YahooFinance": "report"}
+AWAIT_SUFFIX = ":await"
+MESSAGE_FIELD = "message"
+
+
+def _downstream_ids(entry: Any) -> list[str]:
+    raw = entry.get("downstream") if isinstance(entry, dict) else None
+    if isinstance(raw, str):
+        return [raw] if raw else []
+    return [str(v) for v in raw if isinstance(v, (str, int)) and str(v)] if isinstance(raw, list) else []
+
+
+def _name_of(entry: Any) -> str:
+    obj = entry.get("obj") if isinstance(entry, dict) else None
+    return str(obj.get("component_name") or "") if isinstance(obj, dict) else ""
+
+
+def _reaches(components: dict[str, Any], start: list[str], goal: str) -> set[str]:
+    """Nodes reachable from `start` (following downstream); contains `goal` when it is reached."""
+    seen: set[str] = set()
+    pending = list(start)
+    while pending:
+        node = pending.pop()
+        if node in seen or node not in components:
+            continue
+        seen.add(node)
+        pending.extend(_downstream_ids(components[node]))
+    return seen
+
+
+def migrate_g0_conversations(components: dict[str, Any], notes: list[str]) -> None:
+    """G0 Answers on a cycle, in place: Answer -> Message (shows what the cycle produced) followed by a
+    UserFillUp `<id>:await` that waits for the user's next message, so the cycle passes through a
+    node that waits and loads as a conversation loop (dsl/conversation.py). Edges that entered the
+    Answer from outside the cycle (Begin) enter the waiting node: the first turn starts by waiting
+    for (or taking) the user's message. G0 ExeSQL also gets RAGFlow's model repair of failing SQL."""
+    g0 = any(_name_of(e) in G0_MAPPINGS for e in components.values())
+    if not g0:
+        return
+    for entry in components.values():
+        if _name_of(entry) == "ExeSQL":
+            if not isinstance(entry["obj"].get("params"), dict):
+                entry["obj"]["params"] = {}
+            params = entry["obj"]["params"]
+            params.setdefault("repair_with_llm", True)
+            if "loop" in params and "repair_attempts" not in params:
+                params["repair_attempts"] = params["loop"]
+            if params.get("top_n") and not params.get("max_records"):
+                params["max_records"] = params["top_n"]
+    order = list(components)
+    inserted: dict[str, tuple[str, dict[str, Any]]] = {}
+    for cid in order:
+        entry = components[cid]
+        if _name_of(entry) != "Answer" or cid + AWAIT_SUFFIX in components:
+            continue
+        cycle = _reaches(components, _downstream_ids(entry), cid)
+        if cid not in cycle:
+            continue  # a one-turn Answer: migrate_g0 makes it a Message
+        sources = [s for s in components if cid in _downstream_ids(components[s])]
+        for s in entry.get("upstream") or [] if isinstance(entry.get("upstream"), list) else []:
+            if s in components and s not in sources and cid in _downstream_ids(components[s]):
+                sources.append(s)
+        in_cycle = [s for s in sources if s in cycle]
+        outside = [s for s in sources if s not in cycle]
+        wait_id = cid + AWAIT_SUFFIX
+        prologue = next((str((components[s]["obj"].get("params") or {}).get("prologue") or "")
+                         for s in outside if _name_of(components[s]) == "Begin"), "")
+        shown = "".join("{%s@%s}" % (s, _SHOWN_OUTPUT.get(_name_of(components[s]), "content")) for s in in_cycle)
+        entry["obj"]["component_name"] = "Message"
+        params = entry["obj"].get("params") if isinstance(entry["obj"].get("params"), dict) else {}
+        params["content"] = [shown or "{sys.query}"]
+        entry["obj"]["params"] = params
+        wait = {
+            "obj": {"component_name": "UserFillUp", "params": {
+                "enable_tips": True, "tips": prologue or "Please enter your next message.",
+                "inputs": {MESSAGE_FIELD: {"name": MESSAGE_FIELD, "type": "paragraph", "optional": False}},
+                "query_field": MESSAGE_FIELD}},
+            "downstream": _downstream_ids(entry),
+            "upstream": [cid, *outside],
+        }
+        for target in wait["downstream"]:
+            up = components.get(target, {}).get("upstream") if isinstance(components.get(target), dict) else None
+            if isinstance(up, list):
+                components[target]["upstream"] = [wait_id if u == cid else u for u in up]
+        for source in outside:
+            components[source]["downstream"] = [wait_id if d == cid else d for d in _downstream_ids(components[source])]
+        entry["downstream"] = [wait_id]
+        entry["upstream"] = in_cycle
+        inserted[cid] = (wait_id, wait)
+        notes.append(f"{cid}: G0 Answer in a conversation loop migrated to Message + UserFillUp {wait_id}")
+    if inserted:
+        rebuilt: dict[str, Any] = {}
+        for cid in order:
+            rebuilt[cid] = components[cid]
+            if cid in inserted:
+                rebuilt[inserted[cid][0]] = inserted[cid][1]
+        components.clear()
+        components.update(rebuilt)

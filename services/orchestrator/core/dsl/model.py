@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-CONTAINERS = {"Iteration": "IterationItem", "Loop": "LoopItem"}
+CONTAINERS = {"Iteration": "IterationItem", "Loop": "LoopItem", "Conversation": ""}
+"""Container type -> the type of its start child ("" for a Conversation: its start is `params.entry`)."""
 ROUTERS = frozenset({"Switch", "Categorize"})
 NORMAL = "normal"
 EXCEPTION = "exception"
@@ -45,8 +46,11 @@ class CanvasSpec:
         return [n.id for n in self.nodes.values() if n.parent_id == container_id]
 
     def start_child(self, container_id: str) -> str:
-        """The IterationItem/LoopItem of a container ("" when missing)."""
+        """The IterationItem/LoopItem of a container, a Conversation's entry ("" when missing)."""
         container = self.nodes[container_id]
+        if container.type == "Conversation":  # dsl/conversation.py: the node that waits for the user
+            entry = str(container.params.get("entry") or "")
+            return entry if entry in self.nodes else ""
         item_type = CONTAINERS.get(container.type, "")
         for node in self.nodes.values():
             if node.parent_id == container_id and node.type == item_type:

@@ -1,0 +1,154 @@
+"""Conversation loops: a cycle through a node that waits for the user (spec §6.2 `exesql`).
+
+RAGFlow's G0 canvases loop Answer -> tool -> Answer: each turn the user's message goes round the
+cycle once and the Answer shows the result, then waits for the next message. A cycle with no node
+that waits for the user would never stop, so it stays a CYCLE error (validate.py); a cycle through
+a UserFillUp (G0 Answers are migrated to Message + UserFillUp, migrations.py) is folded here into
+an implicit container of type `Conversation`:
+
+* the cycle's nodes (one strongly connected component of the top-level graph) become the body of a
+  synthetic node `<entry>~conversation` (ids never contain `~` in RAGFlow, so it cannot clash, and
+  references cannot name it);
+* the entry is the waiting node; edges from outside into the cycle must reach it (they are moved to
+  the container), edges back to it from inside the cycle are the loop's repetition and are dropped
+  (like a Loop body's edge back to its LoopItem), and edges leaving the cycle leave the container;
+* each pass of the body is one turn, with the pass index in every journal key (the runner's
+  container model), so pause/resume, takeover and replay work as for Loop bodies.
+
+Only `canvas.nodes` / `canvas.edges` change: the stored DSL keeps the user's graph, and loading it
+again folds it the same way.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from services.orchestrator.core.dsl.model import Edge, NodeSpec
+
+if TYPE_CHECKING:
+    from services.orchestrator.core.dsl.loader import CanvasProblem
+    from services.orchestrator.core.dsl.model import CanvasSpec
+
+CONVERSATION = "Conversation"
+INTERACTIVE = frozenset({"UserFillUp"})
+SUFFIX = "~conversation"
+
+
+def strongly_connected(nodes: list[str], edges: list[Edge]) -> list[list[str]]:
+    """Tarjan's algorithm (iterative); components with a cycle only, members in canvas order."""
+    rank = {n: i for i, n in enumerate(nodes)}
+    successors: dict[str, list[str]] = {n: [] for n in nodes}
+    self_loops: set[str] = set()
+    for edge in edges:
+        if edge.source in successors and edge.target in successors:
+            successors[edge.source].append(edge.target)
+            if edge.source == edge.target:
+                self_loops.add(edge.source)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for root in nodes:
+        if root in index:
+            continue
+        work = [(root, iter(successors[root]))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(successors[child])))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                members = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    members.append(member)
+                    if member == node:
+                        break
+                if len(members) > 1 or node in self_loops:
+                    found.append(sorted(members, key=rank.__getitem__))
+    return sorted(found, key=lambda c: rank[c[0]])
+
+
+def fold(canvas: "CanvasSpec", problems: "list[CanvasProblem]") -> None:
+    """Turn every top-level cycle through an interactive node into a Conversation container."""
+    from services.orchestrator.core.dsl.loader import CanvasProblem
+
+    top = [n.id for n in canvas.nodes.values() if not n.parent_id]
+    top_edges = [e for e in canvas.edges if not canvas.nodes[e.source].parent_id and not canvas.nodes[e.target].parent_id]
+    for members in strongly_connected(top, top_edges):
+        waiting = [m for m in members if canvas.nodes[m].type in INTERACTIVE]
+        if not waiting or any(canvas.nodes[m].type == "Begin" for m in members):
+            continue  # validate.py reports it as CYCLE (a run must start outside its conversation)
+        inside = set(members)
+        entering = [e for e in canvas.edges if e.target in inside and e.source not in inside]
+        targets = {e.target for e in entering}
+        candidates = [w for w in waiting if w in targets] or waiting
+        entry = candidates[0]
+        wrong = [e for e in entering if e.target != entry]
+        if wrong or len(targets) > 1:
+            for edge in wrong:
+                problems.append(CanvasProblem(edge.target, "upstream", "CYCLE",
+                                              f"a conversation loop is entered through its waiting node '{entry}', "
+                                              f"but '{edge.source}' leads into '{edge.target}'"))
+            continue
+        _make_container(canvas, members, entry)
+
+
+def _make_container(canvas: "CanvasSpec", members: list[str], entry: str) -> None:
+    inside = set(members)
+    container_id = entry + SUFFIX
+    edges: list[Edge] = []
+    seen: set[tuple[str, str]] = set()
+
+    def add(edge: Edge) -> None:
+        if (edge.source, edge.target) not in seen:
+            seen.add((edge.source, edge.target))
+            edges.append(edge)
+
+    upstream: list[str] = []
+    downstream: list[str] = []
+    for edge in canvas.edges:
+        src_in, dst_in = edge.source in inside, edge.target in inside
+        if src_in and dst_in:
+            if edge.target != entry:  # an edge back to the waiting node is the next turn
+                add(edge)
+        elif dst_in:
+            add(Edge(edge.source, container_id, edge.kind))
+            upstream.append(edge.source)
+        elif src_in:
+            add(Edge(container_id, edge.target, edge.kind))
+            downstream.append(edge.target)
+        else:
+            add(edge)
+    container = NodeSpec(id=container_id, type=CONVERSATION, params={"entry": entry, "members": list(members)},
+                         downstream=list(dict.fromkeys(downstream)), upstream=list(dict.fromkeys(upstream)),
+                         name="Conversation")
+    nodes: dict[str, NodeSpec] = {}
+    for node_id, node in canvas.nodes.items():
+        if node_id == members[0]:
+            nodes[container_id] = container  # the container sits where its cycle did (canvas order)
+        if node_id in inside:
+            node.parent_id = container_id
+        nodes[node_id] = node
+    canvas.nodes = nodes
+    canvas.edges = edges
+    canvas.notes.append(f"conversation loop {' -> '.join(members)}: each turn waits at '{entry}'")
