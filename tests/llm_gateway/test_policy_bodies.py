@@ -13,13 +13,14 @@ SAMPLING = Generation(temperature=0.7, top_p=0.9, max_tokens=100)
 OPENAI_FACTORIES = ["Tongyi-Qianwen", "VLLM", "OpenAI-API-Compatible", "DeepSeek", "Moonshot", "ZHIPU-AI", "OpenAI"]
 
 
-@pytest.fixture
-def gw(make_gateway, scripted):
+@pytest.fixture(params=[True, False], ids=["direct", "acompletion"])
+def gw(request, make_gateway, scripted):
+    """Both provider paths must send byte-identical bodies: litellm's provider layer direct, and acompletion."""
     factories = {name: {"api_base": scripted.base_url, "api_key": "k-test"} for name in OPENAI_FACTORIES}
     factories["Anthropic"] = {"api_base": scripted.root_url, "api_key": "k-test"}
     factories["Gemini"] = {"api_base": scripted.root_url + "/v1beta", "api_key": "k-test"}
     factories["Ollama"] = {"api_base": scripted.root_url}
-    return make_gateway({}, factories=factories)
+    return make_gateway({}, factories=factories, litellm_direct=request.param)
 
 
 async def body(gw, scripted, model, thinking=DEFAULT, generation=SAMPLING, stream=False):
@@ -75,6 +76,13 @@ async def test_openai_compatible_bodies(gw, scripted, model, thinking, expected)
     path, sent = await body(gw, scripted, model, thinking)
     assert path == "/v1/chat/completions"
     assert sent == expected
+    calls_before = getattr(gw.provider, "direct_calls", 0)
+    path, streamed = await body(gw, scripted, model, thinking, stream=True)
+    assert path == "/v1/chat/completions"
+    assert streamed.pop("stream") is True
+    assert streamed == expected
+    # with litellm_direct on, streams of these factories take the direct path (and still send this body)
+    assert getattr(gw.provider, "direct_calls", 0) - calls_before == (1 if gw.settings.litellm_direct else 0)
 
 
 async def test_stream_and_non_stream_send_the_same_toggle(gw, scripted):

@@ -41,9 +41,10 @@ def shape(events):
     return out
 
 
-@pytest.fixture
-def gw(make_gateway, scripted):
-    return make_gateway({"m": {"model": "openai/test-model", "api_base": scripted.base_url},
+@pytest.fixture(params=[True, False], ids=["direct", "acompletion"])
+def gw(request, make_gateway, scripted):
+    """Every case runs on both provider paths: litellm's provider layer direct, and litellm.acompletion."""
+    return make_gateway(litellm_direct=request.param, models={"m": {"model": "openai/test-model", "api_base": scripted.base_url},
                          "r1": {"model": "openai/deepseek-r1-distill-qwen-7b", "api_base": scripted.base_url},
                          "vllm": {"model": "hosted_vllm/some-model", "api_base": scripted.base_url},
                          "backup": {"model": "openai/backup-model", "api_base": scripted.base_url}})
@@ -158,22 +159,26 @@ async def test_a_500_whose_message_mentions_400_is_still_a_server_error(gw, scri
     assert len(scripted.chat_bodies) == 4  # max_attempts
 
 
-async def test_timeouts_are_retried(make_gateway, scripted, sleeps):
-    gw = make_gateway({"m": {"model": "openai/test-model", "api_base": scripted.base_url}}, request_timeout_s=0.3)
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "acompletion"])
+async def test_timeouts_are_retried(make_gateway, scripted, sleeps, direct):
+    gw = make_gateway({"m": {"model": "openai/test-model", "api_base": scripted.base_url}}, request_timeout_s=0.3,
+                      litellm_direct=direct)
     scripted.queue(Hang(3), Reply(content="ok"))
     events = await collect(gw, req())
     assert shape(events)[0] == ("text", "ok") and len(sleeps.delays) == 1
 
 
-async def test_connection_refused_is_a_retryable_connection_error(make_gateway, sleeps):
-    gw = make_gateway({"m": {"model": "openai/test-model", "api_base": "http://127.0.0.1:9/v1"}},
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "acompletion"])
+async def test_connection_refused_is_a_retryable_connection_error(make_gateway, sleeps, direct):
+    gw = make_gateway({"m": {"model": "openai/test-model", "api_base": "http://127.0.0.1:9/v1"}}, litellm_direct=direct,
                       retry={"max_attempts": 2, "initial_backoff_s": 0.01})
     finish = (await collect(gw, req()))[-1]
     assert finish.error.kind == ErrorKind.CONNECTION and finish.error.retryable and len(sleeps.delays) == 1
 
 
-async def test_total_retry_wait_is_bounded(make_gateway, scripted, sleeps):
-    gw = make_gateway({"m": {"model": "openai/test-model", "api_base": scripted.base_url}},
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "acompletion"])
+async def test_total_retry_wait_is_bounded(make_gateway, scripted, sleeps, direct):
+    gw = make_gateway({"m": {"model": "openai/test-model", "api_base": scripted.base_url}}, litellm_direct=direct,
                       retry={"max_attempts": 10, "max_total_wait_s": 3.0})
     scripted.queue(*[Fail(429, retry_after=2)] * 10)
     finish = (await collect(gw, req()))[-1]
