@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from agentcanvas.v1 import common_pb2, llm_gateway_pb2, llm_gateway_pb2_grpc
 
 from services.common.structs import from_struct, to_value
+from services.llm_gateway.coalesce import coalesce
 from services.llm_gateway.core.gateway import LlmGateway
 from services.llm_gateway.core.policy import reasons
 from services.llm_gateway.core.registry import ModelRegistry
@@ -120,6 +121,11 @@ class LlmGatewayServicer(llm_gateway_pb2_grpc.LlmGatewayServicer):
         events = await self._core.chat_stream(to_core_request(request))
         async for event in events:
             yield event_pb(event)
+
+    async def ChatStreamBatched(self, request, context) -> AsyncIterator[pb.ChatEventBatch]:
+        events = await self._core.chat_stream(to_core_request(request))
+        async for batch in coalesce(events):
+            yield pb.ChatEventBatch(events=[event_pb(event) for event in batch])
 
     async def CountTokens(self, request, context):
         total, name, trimmed, trimmed_total = await asyncio.to_thread(

@@ -176,3 +176,42 @@ async def test_client_cancellation_stops_the_upstream_request(stub, scripted):
         assert asyncio.get_running_loop().time() < deadline, "upstream stream was not abandoned"
         await asyncio.sleep(0.02)
     assert len(scripted.chat_bodies) == 1
+
+
+async def test_batched_stream_carries_exactly_the_events_of_chat_stream(stub, scripted):
+    client, _ = stub
+    chunks = [{"reasoning_content": "why "}] * 50 + [{"content": "word "}] * 300
+    request = pb.ChatRequest(model="", messages=user(), with_reasoning=True)
+    scripted.queue(Stream(chunks=chunks))
+    plain = [e async for e in client.ChatStream(request, metadata=AUTH)]
+    scripted.queue(Stream(chunks=chunks))
+    batches = [b async for b in client.ChatStreamBatched(request, metadata=AUTH)]
+    flat = [e for b in batches for e in b.events]
+    assert all(b.events for b in batches)
+    assert flat == plain
+    assert [e.WhichOneof("event") for e in flat].count("finish") == 1 and flat[-1].WhichOneof("event") == "finish"
+    assert sum(e.WhichOneof("event") == "text_delta" for e in flat) == 300
+
+
+async def test_batched_stream_fails_like_chat_stream_before_streaming(stub):
+    client, _ = stub
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        async for _ in client.ChatStreamBatched(pb.ChatRequest(model="nope@Nowhere", messages=user()), metadata=AUTH):
+            pass
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "nope@Nowhere" in caught.value.details()
+
+
+async def test_batched_stream_cancellation_stops_the_upstream_request(stub, scripted):
+    import asyncio
+
+    client, _ = stub
+    scripted.queue(Stream(chunks=[{"content": "word "}] * 400, chunk_delay_s=0.02))
+    call = client.ChatStreamBatched(pb.ChatRequest(model="", messages=user()), metadata=AUTH)
+    first = await call.read()
+    assert first.events[0].WhichOneof("event") == "text_delta"
+    call.cancel()
+    deadline = asyncio.get_running_loop().time() + 20
+    while scripted.disconnects == 0:
+        assert asyncio.get_running_loop().time() < deadline, "upstream stream was not abandoned"
+        await asyncio.sleep(0.02)
+    assert len(scripted.chat_bodies) == 1

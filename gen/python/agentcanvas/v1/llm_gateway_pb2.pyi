@@ -239,6 +239,12 @@ class ChatEvent(_message.Message):
     finish: ChatFinish
     def __init__(self, text_delta: _Optional[_Union[TextDelta, _Mapping]] = ..., think_start: _Optional[_Union[ChatThinkStart, _Mapping]] = ..., think_delta: _Optional[_Union[ChatThinkDelta, _Mapping]] = ..., think_end: _Optional[_Union[ChatThinkEnd, _Mapping]] = ..., tool_call: _Optional[_Union[ToolCall, _Mapping]] = ..., usage: _Optional[_Union[_common_pb2.TokenUsage, _Mapping]] = ..., finish: _Optional[_Union[ChatFinish, _Mapping]] = ...) -> None: ...
 
+class ChatEventBatch(_message.Message):
+    __slots__ = ("events",)
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[ChatEvent]
+    def __init__(self, events: _Optional[_Iterable[_Union[ChatEvent, _Mapping]]] = ...) -> None: ...
+
 class TextDelta(_message.Message):
     __slots__ = ("text",)
     TEXT_FIELD_NUMBER: _ClassVar[int]
