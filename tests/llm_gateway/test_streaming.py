@@ -282,3 +282,21 @@ async def test_any_chunking_through_litellm_matches_the_non_streamed_answer(gw, 
         streamed_text = "".join(e.text for e in events if isinstance(e, TextEvent))
         streamed_reasoning = "".join(e.text for e in events if isinstance(e, ThinkDeltaEvent))
         assert (streamed_text, streamed_reasoning) == (whole.text, whole.reasoning), pieces
+
+
+async def test_direct_path_streams_over_one_pooled_connection(make_gateway, scripted):
+    gw = make_gateway({"m": {"model": "openai/test-model", "api_base": scripted.base_url}})
+    for i in range(5):
+        scripted.queue(Stream(chunks=[{"content": f"answer {i}"}]))
+        assert shape(await collect(gw, req()))[0] == ("text", f"answer {i}")
+    assert gw.provider.direct_calls == 5
+    assert len(scripted.chat_bodies) == 5 and scripted.connections == 1  # each body read to its end, then reused
+
+
+async def test_non_openai_providers_and_non_streamed_calls_use_acompletion(make_gateway, scripted):
+    gw = make_gateway({"m": {"model": "openai/test-model", "api_base": scripted.base_url},
+                       "claude": {"model": "anthropic/claude-sonnet-4-5", "api_base": scripted.root_url, "api_key": "k"}})
+    scripted.queue(Reply(content="plain"), Reply(content="from claude"))
+    assert (await gw.chat(req())).text == "plain"
+    assert shape(await collect(gw, req("claude")))[0] == ("text", "from claude")
+    assert gw.provider.direct_calls == 0

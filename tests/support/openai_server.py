@@ -118,6 +118,8 @@ class ScriptedOpenAIServer:
         self.requests: list[RecordedRequest] = []
         self.disconnects = 0
         """Streams the client abandoned (write failed mid-stream)."""
+        self.connections = 0
+        """TCP connections accepted (keep-alive reuse shows as fewer connections than requests)."""
         self._queue: deque[Response] = deque()
         self._lock = threading.Lock()
         self._closing = threading.Event()
@@ -136,6 +138,8 @@ class ScriptedOpenAIServer:
 
             def setup(self) -> None:
                 super().setup()
+                with server._lock:
+                    server.connections += 1
                 # Small SSE writes must leave at once (no Nagle + delayed-ACK 40 ms stalls).
                 self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 

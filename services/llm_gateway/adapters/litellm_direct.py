@@ -202,7 +202,10 @@ class LitellmDirectProvider:
                 except httpx.HTTPStatusError:  # becomes the mapped error's context: the real status for _classify
                     raise route.config.get_error_class(response.text, response.status_code, response.headers)
             pending = b""
+            done = False
             async for raw in response.aiter_bytes():
+                if done:
+                    continue  # read to the end of the body: only a fully read response returns to the pool
                 # SSE framing on the raw bytes: split once per network read, not per line through a decoder.
                 lines = (pending + raw).split(b"\n") if pending else raw.split(b"\n")
                 pending = lines.pop()
@@ -211,9 +214,8 @@ class LitellmDirectProvider:
                         continue  # blank separators, "event:", ": keep-alive" comments
                     payload = line[5:].strip()
                     if payload == _DONE:
-                        if not finished:
-                            raise _StreamEnded()
-                        return
+                        done = True
+                        break
                     chunk = _parse(loads(payload), handler)
                     if chunk is None:
                         continue

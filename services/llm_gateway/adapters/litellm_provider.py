@@ -162,6 +162,7 @@ class LitellmProvider:
 
     def __init__(self) -> None:
         self._litellm: Any = None
+        self._unpriced: set[str] = set()
 
     @property
     def litellm(self) -> Any:
@@ -214,10 +215,14 @@ class LitellmProvider:
         return ProviderError(kind, _safe_message(exc, call), status=status, retry_after_s=_retry_after(exc))
 
     def cost_usd(self, model: str, usage: Usage) -> float:
+        if model in self._unpriced:
+            return 0.0
         try:
             prompt, completion = self.litellm.cost_per_token(model=model, prompt_tokens=usage.prompt_tokens,
                                                             completion_tokens=usage.completion_tokens)
         except self.litellm.exceptions.ModelNotMappedError:  # custom names are not in the cost map
+            # litellm searches its whole map (~1 ms) before saying so; the local map never changes at runtime
+            self._unpriced.add(model)
             return 0.0
         return float(prompt) + float(completion)
 
