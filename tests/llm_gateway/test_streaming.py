@@ -256,7 +256,7 @@ async def test_anthropic_thinking_blocks_stream_as_think_events(make_gateway, sc
     scripted.queue(Reply(content="Paris.", reasoning_content="The user asks about France.", chunk_size=5))
     events = await collect(gw, req("claude", thinking=Thinking(ThinkingMode.ENABLED)))
     assert shape(events) == [("start",), ("think", "The user asks about France."), ("end", False), ("text", "Paris."),
-                             ("usage",), ("finish", FinishReason.STOP, None)]
+                             ("ThinkingBlockEvent",), ("usage",), ("finish", FinishReason.STOP, None)]
     assert scripted.chat_bodies[0]["thinking"] == {"type": "enabled", "budget_tokens": 2048}
 
 
