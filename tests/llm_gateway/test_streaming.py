@@ -300,3 +300,13 @@ async def test_non_openai_providers_and_non_streamed_calls_use_acompletion(make_
     assert (await gw.chat(req())).text == "plain"
     assert shape(await collect(gw, req("claude")))[0] == ("text", "from claude")
     assert gw.provider.direct_calls == 0
+
+
+async def test_models_litellm_bridges_to_the_responses_api_leave_the_direct_path(make_gateway, scripted):
+    gw = make_gateway({"pro": {"model": "openai/gpt-5-pro", "api_base": scripted.base_url},
+                       "m": {"model": "openai/test-model", "api_base": scripted.base_url}})
+    await collect(gw, req("pro"))
+    assert gw.provider.direct_calls == 0 and scripted.requests[-1].path == "/v1/responses"  # litellm's own choice
+    scripted.queue(Stream(chunks=[{"content": "chat"}]))
+    assert shape(await collect(gw, req("m")))[0] == ("text", "chat")
+    assert gw.provider.direct_calls == 1 and scripted.requests[-1].path == "/v1/chat/completions"

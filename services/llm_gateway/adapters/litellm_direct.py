@@ -131,17 +131,19 @@ class LitellmDirectProvider:
             self._litellm = await asyncio.to_thread(load_litellm)
             self.fallback._litellm = self._litellm
         route = self._route(call) if call.stream else None
-        if route is None:
+        request = None
+        if route is not None:
+            try:
+                request = self._request(call, route)
+            except tuple(self._litellm.exceptions.LITELLM_EXCEPTION_TYPES) as exc:
+                raise self.fallback._translate(exc, call) from None
+            except (ValueError, TypeError, KeyError, AttributeError) as exc:  # litellm's validation of our params
+                raise ProviderError(ErrorKind.BAD_REQUEST, _safe_message(exc, call)) from None
+        if request is None:  # not an OpenAI-format stream, or litellm would bridge it to the Responses API
             async for chunk in self.fallback.stream(call):
                 yield chunk
             return
         self.direct_calls += 1
-        try:
-            request = self._request(call, route)
-        except tuple(self._litellm.exceptions.LITELLM_EXCEPTION_TYPES) as exc:
-            raise self.fallback._translate(exc, call) from None
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:  # litellm's validation of our params
-            raise ProviderError(ErrorKind.BAD_REQUEST, _safe_message(exc, call)) from None
         try:
             async for chunk in self._direct(call, route, request):
                 yield chunk
@@ -167,9 +169,12 @@ class LitellmDirectProvider:
             return mapped
         return exc
 
-    def _request(self, call: ProviderCall, route: _Route) -> tuple[str, dict[str, str], bytes]:
-        """URL, headers and body, built by litellm's provider config the way its HTTP handler does."""
+    def _request(self, call: ProviderCall, route: _Route) -> tuple[str, dict[str, str], bytes] | None:
+        """URL, headers and body, built by litellm's provider config the way its HTTP handler does; None
+        when litellm would serve this call through its Responses-API bridge (o1-pro, gpt-5-pro, ...)."""
         optional = self._optional_params(call, route)
+        if optional is None:
+            return None
         optional.pop("json_mode", None)
         extra_body = optional.pop("extra_body", None)
         litellm_params = {"api_base": route.api_base, "custom_llm_provider": route.provider}
@@ -186,29 +191,44 @@ class LitellmDirectProvider:
                                                           litellm_params=litellm_params)}
         return url, {str(k): str(v) for k, v in headers.items()}, json.dumps(data).encode()
 
-    def _optional_params(self, call: ProviderCall, route: _Route) -> dict[str, Any]:
-        """litellm.get_optional_params, memoised: ~140 us per call, and a pure function of (model, provider,
-        params) - chat `messages` are excluded from its mapping (pre_process_non_default_params) and the
-        litellm globals it reads are fixed at load. Stored as JSON so every call gets its own copy
-        (transform_request mutates it)."""
+    def _optional_params(self, call: ProviderCall, route: _Route) -> dict[str, Any] | None:
+        """litellm.get_optional_params (None when litellm's Responses-API bridge check says "responses"),
+        memoised: ~170 us per call together, and a pure function of (model, provider, params) - chat
+        `messages` are excluded from the mapping (pre_process_non_default_params) and the litellm globals
+        both read are fixed at load. Stored as JSON so every call gets its own copy (transform_request
+        mutates it)."""
         try:
-            key = (route.model, route.provider, json.dumps(call.params, sort_keys=True))
+            key: tuple[str, str, str] | None = (route.model, route.provider, json.dumps(call.params, sort_keys=True))
         except (TypeError, ValueError):  # not JSON (never from the core, but then no memo)
             key = None
         cached = self._optional_cache.get(key) if key is not None else None
         if cached is not None:
-            return json.loads(cached)
-        optional = self._litellm.get_optional_params(model=route.model, custom_llm_provider=route.provider, stream=True,
-                                                     drop_params=True, messages=call.messages, **dict(call.params))
+            return json.loads(cached) if cached else None
+        optional = None if self._bridged(call, route) else self._litellm.get_optional_params(
+            model=route.model, custom_llm_provider=route.provider, stream=True, drop_params=True, messages=call.messages,
+            **dict(call.params))
         if key is not None:
             try:
-                frozen = json.dumps(optional)
+                frozen = json.dumps(optional) if optional is not None else ""
             except (TypeError, ValueError):
                 return optional
             if len(self._optional_cache) >= 1024:
                 self._optional_cache.clear()
             self._optional_cache[key] = frozen
         return optional
+
+    def _bridged(self, call: ProviderCall, route: _Route) -> bool:
+        """litellm's own check (both passes, as completion() runs them) for chat calls it sends to the Responses API."""
+        from litellm.responses.bridge_check import bridge_reasoning_effort, responses_api_bridge_check
+
+        info, _ = responses_api_bridge_check(model=route.model, custom_llm_provider=route.provider, api_base=call.api_base)
+        if info.get("mode") == "responses":
+            return True
+        params = call.params
+        info, _ = responses_api_bridge_check(
+            model=route.model, custom_llm_provider=route.provider, tools=params.get("tools"), api_base=call.api_base,
+            reasoning_effort=bridge_reasoning_effort(params.get("reasoning_effort"), params.get("extra_body")))
+        return info.get("mode") == "responses"
 
     async def _direct(self, call: ProviderCall, route: _Route, request: tuple[str, dict[str, str], bytes]
                       ) -> AsyncIterator[ProviderChunk]:
