@@ -136,3 +136,31 @@ async def test_ollama_think_flag(gw, scripted, model, thinking, think):
     path, sent = await body(gw, scripted, model, thinking)
     assert path == "/api/chat"
     assert sent == {"model": model.split("@")[0], "options": {"temperature": 0.7, "top_p": 0.9, "num_predict": 100}, "think": think}
+
+
+@pytest.mark.parametrize("model", ["qwen3-32b@Tongyi-Qianwen", "qwen3-32b@VLLM", "deepseek-chat@DeepSeek", "kimi-k2.5@Moonshot",
+                                   "glm-4.5@ZHIPU-AI", "gpt-4o@OpenAI", "my-model@OpenAI-API-Compatible"])
+async def test_direct_and_acompletion_send_the_same_messages_and_tools(make_gateway, scripted, model):
+    """acompletion (Chat) and the direct path (ChatStream) agree on a history with every message shape."""
+    from services.llm_gateway.core.types import ToolCall, ToolSpec
+
+    factories = {name: {"api_base": scripted.base_url, "api_key": "k-test"} for name in OPENAI_FACTORIES}
+    gw = make_gateway({}, factories=factories, litellm_direct=True)
+    tool = ToolSpec("lookup", "Look a word up", {"type": "object", "properties": {"word": {"type": "string"}},
+                                                  "required": ["word"]})
+    history = [Message("system", "Be brief."),
+               Message("user", parts=[{"text": "What is this?"}, {"image_url": "data:image/png;base64,iVBORw0KGgo="}]),
+               Message("assistant", "", tool_calls=[ToolCall("call_1", "lookup", '{"word": "cat"}')], reasoning_content="r"),
+               Message("tool", "a small feline", tool_call_id="call_1", name="lookup"),
+               Message("assistant", "<think>old</think>A cat."),
+               Message("user", "Thanks! And a dog?")]
+    scripted.clear()
+    request = ChatRequest(model=model, messages=history, tools=[tool], tool_choice="auto", generation=SAMPLING)
+    assert (await gw.chat(request)).error is None
+    async for _ in await gw.chat_stream(request):
+        pass
+    plain, streamed = scripted.chat_bodies
+    assert gw.provider.direct_calls == 1
+    assert streamed.pop("stream") is True and plain.pop("stream", False) is False
+    streamed.pop("stream_options")
+    assert streamed == plain

@@ -180,12 +180,17 @@ class LitellmDirectProvider:
         litellm_params = {"api_base": route.api_base, "custom_llm_provider": route.provider}
         api_key = call.api_key or "none"
         config = route.config
-        headers = config.validate_environment(headers={}, model=route.model, messages=call.messages,
+        # completion()'s first step: jsonify tool calls, drop None fields, validate user content. It
+        # mutates the dicts, and a retry reuses this call: work on copies.
+        from litellm.utils import validate_and_fix_openai_messages
+
+        messages = validate_and_fix_openai_messages(messages=[dict(m) for m in call.messages])
+        headers = config.validate_environment(headers={}, model=route.model, messages=messages,
                                               optional_params=optional, litellm_params=litellm_params,
                                               api_key=api_key, api_base=route.api_base)
         url = config.get_complete_url(api_base=route.api_base, api_key=api_key, model=route.model,
                                       optional_params=optional, litellm_params=litellm_params, stream=True)
-        data = config.transform_request(route.model, call.messages, optional, litellm_params, headers)
+        data = config.transform_request(route.model, messages, optional, litellm_params, headers)
         if extra_body:
             data = {**data, **config.transform_extra_body(extra_body=extra_body, request=data, model=route.model,
                                                           litellm_params=litellm_params)}
@@ -206,7 +211,7 @@ class LitellmDirectProvider:
             return json.loads(cached) if cached else None
         optional = None if self._bridged(call, route) else self._litellm.get_optional_params(
             model=route.model, custom_llm_provider=route.provider, stream=True, drop_params=True, messages=call.messages,
-            **dict(call.params))
+            **_validated(call.params, route.model))
         if key is not None:
             try:
                 frozen = json.dumps(optional) if optional is not None else ""
@@ -266,6 +271,22 @@ class LitellmDirectProvider:
                     yield chunk
             if not finished:
                 raise _StreamEnded()
+
+
+def _validated(params: dict[str, Any], model: str) -> dict[str, Any]:
+    """completion()'s validation of tools, tool_choice and stop, before its parameter mapping."""
+    from litellm.utils import (
+        validate_and_fix_openai_tools, validate_chat_completion_tool_choice, validate_openai_optional_params,
+    )
+
+    out = dict(params)
+    if "tools" in out:
+        out["tools"] = validate_and_fix_openai_tools(tools=out["tools"])
+    if "tool_choice" in out:
+        out["tool_choice"] = validate_chat_completion_tool_choice(tool_choice=out["tool_choice"], model=model)
+    if "stop" in out:
+        out["stop"] = validate_openai_optional_params(stop=out["stop"])
+    return out
 
 
 def _parse(raw: dict[str, Any], handler: Any) -> ProviderChunk | None:
