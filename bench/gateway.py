@@ -196,9 +196,12 @@ async def bench_ttft_and_events(server: ScriptedOpenAIServer, stub: llm_gateway_
         for _ in range(runs):
             started = time.perf_counter()
             chunks = 0
+            pending = b""
             async with client.stream("POST", url, json=body) as response:
-                async for line in response.aiter_lines():
-                    chunks += line.startswith("data: ")
+                async for raw in response.aiter_bytes():  # the same raw-byte SSE split the gateway uses
+                    lines = (pending + raw).split(b"\n")
+                    pending = lines.pop()
+                    chunks += sum(line.startswith(b"data: ") for line in lines)
             raw_rates.append(chunks / (time.perf_counter() - started))
     await _stream_rate(stub, batched=True)  # warm
     batched_runs = [await _stream_rate(stub, batched=True) for _ in range(runs)]
