@@ -70,7 +70,7 @@ class LitellmDirectProvider:
         self._client: httpx.AsyncClient | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
         self._litellm: Any = None
-        self._optional_cache: dict[tuple[str, str, str], str] = {}
+        self._optional_cache: dict[tuple[str, str, str | None, str], str] = {}
         self.direct_calls = 0
         """Calls served by the direct path (tests and the benchmark check which path ran)."""
 
@@ -198,12 +198,13 @@ class LitellmDirectProvider:
 
     def _optional_params(self, call: ProviderCall, route: _Route) -> dict[str, Any] | None:
         """litellm.get_optional_params (None when litellm's Responses-API bridge check says "responses"),
-        memoised: ~170 us per call together, and a pure function of (model, provider, params) - chat
+        memoised: ~170 us per call together, and a pure function of (model, provider, api_base, params) - chat
         `messages` are excluded from the mapping (pre_process_non_default_params) and the litellm globals
         both read are fixed at load. Stored as JSON so every call gets its own copy (transform_request
         mutates it)."""
         try:
-            key: tuple[str, str, str] | None = (route.model, route.provider, json.dumps(call.params, sort_keys=True))
+            key: tuple[str, str, str | None, str] | None = (route.model, route.provider, call.api_base,
+                                                            json.dumps(call.params, sort_keys=True))
         except (TypeError, ValueError):  # not JSON (never from the core, but then no memo)
             key = None
         cached = self._optional_cache.get(key) if key is not None else None
