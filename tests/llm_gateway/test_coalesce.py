@@ -38,20 +38,23 @@ async def test_events_arriving_while_the_sender_is_busy_form_one_batch_and_the_f
 
 
 async def test_batches_are_bounded():
-    gate = asyncio.Event()
+    gate, tenth_coming = asyncio.Event(), asyncio.Event()
 
     async def source():
         yield -1
         await gate.wait()
         for i in range(25):
-            yield i
+            if i == 9:
+                tenth_coming.set()  # wakes the sender, which runs only once the pump stops
+            yield i  # 0..24 are all ready at once: without backpressure they would form one batch
 
     sizes = []
     async for batch in coalesce(source(), max_batch=10):
         sizes.append(len(batch))
-        gate.set()
-        await asyncio.sleep(0)  # busy for one loop turn: the pump fills up to max_batch and hands over
-    assert max(sizes) <= 10 and sum(sizes) == 26
+        if batch == [-1]:
+            gate.set()
+            await tenth_coming.wait()  # busy while the pump fills the batch
+    assert sizes[:2] == [1, 10] and max(sizes) == 10 and sum(sizes) == 26
 
 
 async def test_an_error_of_the_source_arrives_after_the_events_before_it():
