@@ -3,11 +3,13 @@
     python -m bench.gateway [--requests 200] [--stream-chunks 3000]
 
 Lines printed (one JSON object each):
-* ttft_added_ms: time to the first answer token through the gateway (gRPC ChatStream -> litellm ->
-  HTTP) minus the time to the first token of the same stream read directly over HTTP; p50/p99, with
-  both raw series' p50 side by side, and a bare in-process litellm.acompletion's p50 (litellm's share).
-* events_per_s: streamed events per second received from one gateway process over gRPC (the peer,
-  raw HTTP chunks per second from the same server, is printed alongside).
+* ttft_added_ms: time to the first answer token through the gateway (gRPC ChatStream -> litellm's
+  provider layer -> HTTP) minus the time to the first token of the same stream read directly over
+  HTTP; p50/p99 (ChatStream), batched_p50/p99 (ChatStreamBatched), both raw p50s side by side, and a
+  bare in-process litellm.acompletion's p50 (what the full litellm call costs on its own).
+* events_per_s: delta events (text/think deltas) per second delivered to a gRPC client by ONE gateway
+  process over ChatStreamBatched, median of --runs streams of --stream-chunks chunks; the unbatched
+  ChatStream rate and the peer (raw HTTP chunks per second from the same server) alongside.
 * events_per_s_core: the gateway's own pipeline (splitter, tools, usage, proto encoding) fed from
   memory, i.e. the gateway without litellm and sockets.
 * think_parser_mb_s: think-splitter throughput on tagged text, in 1 KiB chunks (value) and 16-char
@@ -126,53 +128,89 @@ async def _litellm_ttft(base_url: str) -> float:
     return first
 
 
-async def _gateway_ttft(stub: llm_gateway_pb2_grpc.LlmGatewayStub) -> float:
+async def _gateway_ttft(stub: llm_gateway_pb2_grpc.LlmGatewayStub, batched: bool = False) -> float:
     request = pb.ChatRequest(model="", messages=[pb.ChatMessage(role="user", content="hi")])
     started = time.perf_counter()
     first = None
-    async for event in stub.ChatStream(request, metadata=AUTH):
-        if first is None and event.WhichOneof("event") == "text_delta":
-            first = time.perf_counter() - started
+    if batched:
+        async for batch in stub.ChatStreamBatched(request, metadata=AUTH):
+            if first is None and any(e.WhichOneof("event") == "text_delta" for e in batch.events):
+                first = time.perf_counter() - started
+    else:
+        async for event in stub.ChatStream(request, metadata=AUTH):
+            if first is None and event.WhichOneof("event") == "text_delta":
+                first = time.perf_counter() - started
     assert first is not None
     return first
 
 
+async def _stream_rate(stub: llm_gateway_pb2_grpc.LlmGatewayStub, batched: bool) -> tuple[float, int, int, int]:
+    """(delta events per second, delta events, all events, gRPC messages) of one long stream."""
+    request = pb.ChatRequest(model="", messages=[pb.ChatMessage(role="user", content="hi")])
+    deltas = events = messages = 0
+    started = time.perf_counter()
+    if batched:
+        async for batch in stub.ChatStreamBatched(request, metadata=AUTH):
+            messages += 1
+            for event in batch.events:
+                events += 1
+                deltas += event.WhichOneof("event") in ("text_delta", "think_delta")
+    else:
+        async for event in stub.ChatStream(request, metadata=AUTH):
+            messages += 1
+            events += 1
+            deltas += event.WhichOneof("event") in ("text_delta", "think_delta")
+    return deltas / (time.perf_counter() - started), deltas, events, messages
+
+
 async def bench_ttft_and_events(server: ScriptedOpenAIServer, stub: llm_gateway_pb2_grpc.LlmGatewayStub, requests: int,
-                                stream_chunks: int) -> None:
+                                stream_chunks: int, runs: int) -> None:
     server.default = lambda body: Stream(chunks=[{"content": "tok"}, {"content": " en"}])
     url = f"{server.base_url}/chat/completions"
     async with httpx.AsyncClient(trust_env=False) as client:
         for _ in range(10):  # warm both paths (connections, litellm caches)
             await _direct_ttft(client, url)
             await _gateway_ttft(stub)
-        direct, through = [], []
-        for _ in range(requests):  # interleaved so both see the same machine load
+            await _gateway_ttft(stub, batched=True)
+        direct, through, batched = [], [], []
+        for _ in range(requests):  # interleaved so all see the same machine load
             direct.append(await _direct_ttft(client, url))
             through.append(await _gateway_ttft(stub))
+            batched.append(await _gateway_ttft(stub, batched=True))
+        direct_p50 = _pct(direct, 0.5)
         added = [(g - d) * 1000 for g, d in zip(through, direct)]
+        added_batched = [(g - d) * 1000 for g, d in zip(batched, direct)]
         for _ in range(5):
             await _litellm_ttft(server.base_url)
         litellm_only = [await _litellm_ttft(server.base_url) for _ in range(min(requests, 100))]
         _emit(metric="ttft_added_ms", p50=round(_pct(added, 0.5), 3), p99=round(_pct(added, 0.99), 3),
-              direct_p50_ms=round(_pct(direct, 0.5) * 1000, 3), gateway_p50_ms=round(_pct(through, 0.5) * 1000, 3),
-              litellm_alone_p50_ms=round(_pct(litellm_only, 0.5) * 1000, 3), requests=requests, goal_p50_ms=2.0)
+              batched_p50=round(_pct(added_batched, 0.5), 3), batched_p99=round(_pct(added_batched, 0.99), 3),
+              direct_p50_ms=round(direct_p50 * 1000, 3), gateway_p50_ms=round(_pct(through, 0.5) * 1000, 3),
+              acompletion_alone_p50_ms=round(_pct(litellm_only, 0.5) * 1000, 3),
+              acompletion_added_p50_ms=round((_pct(litellm_only, 0.5) - direct_p50) * 1000, 3),
+              requests=requests, goal_p50_ms=2.0)
 
         server.default = lambda body: Stream(chunks=[{"content": "x"}] * stream_chunks)
-        started = time.perf_counter()
-        chunks = 0
         body = {"model": "bench-model", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
-        async with client.stream("POST", url, json=body) as response:
-            async for line in response.aiter_lines():
-                chunks += line.startswith("data: ")
-        raw_rate = chunks / (time.perf_counter() - started)
-    request = pb.ChatRequest(model="", messages=[pb.ChatMessage(role="user", content="hi")])
-    started = time.perf_counter()
-    events = 0
-    async for _ in stub.ChatStream(request, metadata=AUTH):
-        events += 1
-    elapsed = time.perf_counter() - started
-    _emit(metric="events_per_s", value=round(events / elapsed), events=events, peer_raw_http_chunks_per_s=round(raw_rate),
-          goal=20000)
+        raw_rates = []
+        for _ in range(runs):
+            started = time.perf_counter()
+            chunks = 0
+            pending = b""
+            async with client.stream("POST", url, json=body) as response:
+                async for raw in response.aiter_bytes():  # the same raw-byte SSE split the gateway uses
+                    lines = (pending + raw).split(b"\n")
+                    pending = lines.pop()
+                    chunks += sum(line.startswith(b"data: ") for line in lines)
+            raw_rates.append(chunks / (time.perf_counter() - started))
+    await _stream_rate(stub, batched=True)  # warm
+    batched_runs = [await _stream_rate(stub, batched=True) for _ in range(runs)]
+    plain_runs = [await _stream_rate(stub, batched=False) for _ in range(runs)]
+    median = sorted(batched_runs)[len(batched_runs) // 2]
+    _emit(metric="events_per_s", value=round(median[0]), rpc="ChatStreamBatched", delta_events=median[1], events=median[2],
+          grpc_messages=median[3], runs=[round(r[0]) for r in batched_runs],
+          chat_stream_unbatched=round(sorted(r[0] for r in plain_runs)[len(plain_runs) // 2]),
+          peer_raw_http_chunks_per_s=round(sorted(raw_rates)[len(raw_rates) // 2]), goal=20000)
 
 
 async def bench_core_events(stream_chunks: int) -> None:
@@ -230,6 +268,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--stream-chunks", type=int, default=3000)
+    parser.add_argument("--runs", type=int, default=5, help="long streams per RPC (the median is reported)")
     options = parser.parse_args()
     bench_think_parser()
     await bench_core_events(options.stream_chunks)
@@ -241,7 +280,7 @@ async def main() -> None:
             _emit(metric="startup_s", listening=round(listening, 3), serving=round(serving, 3), goal_serving_s=2.0)
             async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
                 stub = llm_gateway_pb2_grpc.LlmGatewayStub(channel)
-                await bench_ttft_and_events(server, stub, options.requests, options.stream_chunks)
+                await bench_ttft_and_events(server, stub, options.requests, options.stream_chunks, options.runs)
         finally:
             process.terminate()
             process.wait(timeout=30)

@@ -16,6 +16,7 @@ from agentcanvas.v1 import llm_gateway_pb2_grpc
 from services.common.bootstrap import ServiceDefinition
 from services.common.settings import Config
 from services.llm_gateway.adapters.embedded import EmbeddedModelServer
+from services.llm_gateway.adapters.litellm_direct import LitellmDirectProvider
 from services.llm_gateway.adapters.litellm_provider import LitellmProvider, load_litellm
 from services.llm_gateway.core import context
 from services.llm_gateway.core.gateway import LlmGateway
@@ -32,7 +33,7 @@ PROTO_SERVICE = "agentcanvas.v1.LlmGateway"
 class GatewayApp:
     settings: GatewaySettings
     registry: ModelRegistry
-    provider: LitellmProvider
+    provider: LitellmProvider | LitellmDirectProvider
     embedded: EmbeddedModelServer | None
     core: LlmGateway
 
@@ -40,10 +41,15 @@ class GatewayApp:
 def build_app(config: Config) -> GatewayApp:
     settings = GatewaySettings.from_section(config.section("gateway"))
     registry = ModelRegistry(settings.models, settings.factories)
-    provider = LitellmProvider()
+    provider = build_provider(settings)
     embedded = EmbeddedModelServer(settings.embedded) if settings.embedded.enabled else None
     core = LlmGateway(registry, provider, settings, embedded)
     return GatewayApp(settings, registry, provider, embedded, core)
+
+
+def build_provider(settings: GatewaySettings) -> LitellmProvider | LitellmDirectProvider:
+    """gateway.litellm_direct (default on): the fast path for OpenAI-compatible streams, acompletion for the rest."""
+    return LitellmDirectProvider(LitellmProvider()) if settings.litellm_direct else LitellmProvider()
 
 
 def build_definition(config: Config, app: GatewayApp | None = None) -> ServiceDefinition:
@@ -59,6 +65,8 @@ def build_definition(config: Config, app: GatewayApp | None = None) -> ServiceDe
     async def stop(grace: float) -> None:
         if app.embedded is not None:
             await app.embedded.stop()
+        if isinstance(app.provider, LitellmDirectProvider):
+            await app.provider.aclose()
 
     return ServiceDefinition(
         name="llm_gateway",

@@ -9,13 +9,14 @@ from collections.abc import AsyncIterator
 from agentcanvas.v1 import common_pb2, llm_gateway_pb2, llm_gateway_pb2_grpc
 
 from services.common.structs import from_struct, to_value
+from services.llm_gateway.coalesce import coalesce
 from services.llm_gateway.core.gateway import LlmGateway
 from services.llm_gateway.core.policy import reasons
 from services.llm_gateway.core.registry import ModelRegistry
 from services.llm_gateway.core.types import (
     ChatError, ChatRequest, ErrorKind, FinishEvent, FinishReason, Generation, Message, StructuredSpec, TextEvent,
-    ThinkDeltaEvent, ThinkEndEvent, Thinking, ThinkingMode, ThinkStartEvent, ToolCall, ToolCallEvent, ToolSpec, Usage,
-    UsageEvent,
+    ThinkDeltaEvent, ThinkEndEvent, Thinking, ThinkingBlock, ThinkingBlockEvent, ThinkingMode, ThinkStartEvent, ToolCall,
+    ToolCallEvent, ToolSpec, Usage, UsageEvent,
 )
 
 logger = logging.getLogger(__name__)
@@ -33,18 +34,28 @@ _KIND = {kind: getattr(pb, f"CHAT_ERROR_KIND_{kind.name}") for kind in ErrorKind
 _THINK_START = pb.ChatEvent(think_start=pb.ChatThinkStart())
 
 
+def _block(b: pb.ThinkingBlock) -> ThinkingBlock:
+    return ThinkingBlock(thinking=b.thinking, signature=b.signature, redacted_data=b.redacted_data)
+
+
+def block_pb(b: ThinkingBlock) -> pb.ThinkingBlock:
+    return pb.ThinkingBlock(thinking=b.thinking, signature=b.signature, redacted_data=b.redacted_data)
+
+
 def _message(m: pb.ChatMessage) -> Message:
     parts = [{"text": p.text} if p.WhichOneof("part") == "text" else {"image_url": p.image_url} for p in m.parts]
     return Message(role=m.role, content=m.content, parts=parts,
                    tool_calls=[ToolCall(c.id, c.name, c.arguments_json) for c in m.tool_calls],
-                   tool_call_id=m.tool_call_id, name=m.name, reasoning_content=m.reasoning_content)
+                   tool_call_id=m.tool_call_id, name=m.name, reasoning_content=m.reasoning_content,
+                   thinking_blocks=[_block(b) for b in m.thinking_blocks])
 
 
 def _message_pb(m: Message) -> pb.ChatMessage:
     parts = [pb.ContentPart(text=p["text"]) if "text" in p else pb.ContentPart(image_url=p["image_url"]) for p in m.parts]
     return pb.ChatMessage(role=m.role, content=m.content, parts=parts,
                           tool_calls=[pb.ToolCall(id=c.id, name=c.name, arguments_json=c.arguments_json) for c in m.tool_calls],
-                          tool_call_id=m.tool_call_id, name=m.name, reasoning_content=m.reasoning_content)
+                          tool_call_id=m.tool_call_id, name=m.name, reasoning_content=m.reasoning_content,
+                          thinking_blocks=[block_pb(b) for b in m.thinking_blocks])
 
 
 def to_core_request(request: pb.ChatRequest) -> ChatRequest:
@@ -97,6 +108,8 @@ def event_pb(event: object) -> pb.ChatEvent:
         return pb.ChatEvent(tool_call=pb.ToolCall(id=c.id, name=c.name, arguments_json=c.arguments_json))
     if isinstance(event, UsageEvent):
         return pb.ChatEvent(usage=usage_pb(event.usage))
+    if isinstance(event, ThinkingBlockEvent):
+        return pb.ChatEvent(thinking_block=block_pb(event.block))
     assert isinstance(event, FinishEvent)
     return pb.ChatEvent(finish=pb.ChatFinish(reason=_FINISH[event.reason], error=error_pb(event.error), model=event.model))
 
@@ -111,7 +124,7 @@ class LlmGatewayServicer(llm_gateway_pb2_grpc.LlmGatewayServicer):
         reply = pb.ChatResponse(text=result.text, reasoning=result.reasoning,
                                 tool_calls=[pb.ToolCall(id=c.id, name=c.name, arguments_json=c.arguments_json) for c in result.tool_calls],
                                 finish_reason=_FINISH[result.finish_reason], usage=usage_pb(result.usage), model=result.model,
-                                error=error_pb(result.error))
+                                error=error_pb(result.error), thinking_blocks=[block_pb(b) for b in result.thinking_blocks])
         if result.has_structured:
             reply.structured.CopyFrom(to_value(result.structured))
         return reply
@@ -120,6 +133,11 @@ class LlmGatewayServicer(llm_gateway_pb2_grpc.LlmGatewayServicer):
         events = await self._core.chat_stream(to_core_request(request))
         async for event in events:
             yield event_pb(event)
+
+    async def ChatStreamBatched(self, request, context) -> AsyncIterator[pb.ChatEventBatch]:
+        events = await self._core.chat_stream(to_core_request(request))
+        async for batch in coalesce(events):
+            yield pb.ChatEventBatch(events=[event_pb(event) for event in batch])
 
     async def CountTokens(self, request, context):
         total, name, trimmed, trimmed_total = await asyncio.to_thread(

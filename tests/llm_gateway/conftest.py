@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from services.common.settings import Config
-from services.llm_gateway.adapters.litellm_provider import LitellmProvider, load_litellm
+from services.llm_gateway.adapters.litellm_provider import load_litellm
+from services.llm_gateway.app import build_provider
 from services.llm_gateway.core.gateway import LlmGateway
 from services.llm_gateway.core.registry import ModelRegistry
 from services.llm_gateway.core.settings import GatewaySettings
@@ -50,7 +51,7 @@ def make_gateway(litellm_module, sleeps):
         raw = {"models": models, "embedded": {"enabled": False}, **section}
         settings = GatewaySettings.from_section(Config().with_overrides({"gateway": raw}).section("gateway"))
         registry = ModelRegistry(settings.models, settings.factories, env={})
-        return LlmGateway(registry, LitellmProvider(), settings, embedded=None, sleep=sleeps)
+        return LlmGateway(registry, build_provider(settings), settings, embedded=None, sleep=sleeps)
 
     return build
 

@@ -32,6 +32,7 @@ async def stub(scripted, tmp_path, litellm_module):
                 "": {"model": "openai/test-model", "api_base": scripted.base_url, "api_key": SECRET},
                 "test@OpenAI-API-Compatible": {"model": "openai/test-model", "api_base": scripted.base_url, "api_key": SECRET},
                 "claude-sonnet-4-5@Anthropic": {"model": "anthropic/claude-sonnet-4-5", "api_key": SECRET},
+                "claude-local": {"model": "anthropic/claude-sonnet-4-5", "api_base": scripted.root_url, "api_key": SECRET},
             },
         },
     })
@@ -132,7 +133,7 @@ async def test_list_models_reports_configuration_without_keys(stub):
     client, _ = stub
     reply = await client.ListModels(pb.ListModelsRequest(), metadata=AUTH)
     by_id = {m.llm_id: m for m in reply.models}
-    assert set(by_id) == {"", "test@OpenAI-API-Compatible", "claude-sonnet-4-5@Anthropic"}
+    assert set(by_id) == {"", "test@OpenAI-API-Compatible", "claude-sonnet-4-5@Anthropic", "claude-local"}
     assert by_id[""].is_default and not by_id["test@OpenAI-API-Compatible"].is_default
     assert by_id["claude-sonnet-4-5@Anthropic"].provider == "Anthropic" and by_id["claude-sonnet-4-5@Anthropic"].supports_reasoning
     assert SECRET not in str(reply)
@@ -176,3 +177,66 @@ async def test_client_cancellation_stops_the_upstream_request(stub, scripted):
         assert asyncio.get_running_loop().time() < deadline, "upstream stream was not abandoned"
         await asyncio.sleep(0.02)
     assert len(scripted.chat_bodies) == 1
+
+
+async def test_batched_stream_carries_exactly_the_events_of_chat_stream(stub, scripted):
+    client, _ = stub
+    chunks = [{"reasoning_content": "why "}] * 50 + [{"content": "word "}] * 300
+    request = pb.ChatRequest(model="", messages=user(), with_reasoning=True)
+    scripted.queue(Stream(chunks=chunks))
+    plain = [e async for e in client.ChatStream(request, metadata=AUTH)]
+    scripted.queue(Stream(chunks=chunks))
+    batches = [b async for b in client.ChatStreamBatched(request, metadata=AUTH)]
+    flat = [e for b in batches for e in b.events]
+    assert all(b.events for b in batches)
+    assert flat == plain
+    assert [e.WhichOneof("event") for e in flat].count("finish") == 1 and flat[-1].WhichOneof("event") == "finish"
+    assert sum(e.WhichOneof("event") == "text_delta" for e in flat) == 300
+
+
+async def test_batched_stream_fails_like_chat_stream_before_streaming(stub):
+    client, _ = stub
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        async for _ in client.ChatStreamBatched(pb.ChatRequest(model="nope@Nowhere", messages=user()), metadata=AUTH):
+            pass
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "nope@Nowhere" in caught.value.details()
+
+
+async def test_batched_stream_cancellation_stops_the_upstream_request(stub, scripted):
+    import asyncio
+
+    client, _ = stub
+    scripted.queue(Stream(chunks=[{"content": "word "}] * 400, chunk_delay_s=0.02))
+    call = client.ChatStreamBatched(pb.ChatRequest(model="", messages=user()), metadata=AUTH)
+    first = await call.read()
+    assert first.events[0].WhichOneof("event") == "text_delta"
+    call.cancel()
+    deadline = asyncio.get_running_loop().time() + 20
+    while scripted.disconnects == 0:
+        assert asyncio.get_running_loop().time() < deadline, "upstream stream was not abandoned"
+        await asyncio.sleep(0.02)
+    assert len(scripted.chat_bodies) == 1
+
+
+async def test_signed_thinking_blocks_over_grpc_and_back(stub, scripted):
+    client, _ = stub
+    thinking = pb.ThinkingConfig(mode=pb.THINKING_MODE_ENABLED)
+    tool = pb.ToolDefinition(name="get_weather", parameters=to_struct({"type": "object", "properties": {"city": {"type": "string"}}}))
+    reply_script = Reply(reasoning_content="Use the tool.", signature="c2ln", redacted_thinking=["RU5D"],
+                         tool_calls=[{"id": "toolu_1", "name": "get_weather", "arguments": '{"city": "Paris"}'}])
+    scripted.queue(reply_script)
+    reply = await client.Chat(pb.ChatRequest(model="claude-local", messages=user("Weather?"), thinking=thinking, tools=[tool]),
+                              metadata=AUTH)
+    expected = [pb.ThinkingBlock(thinking="Use the tool.", signature="c2ln"), pb.ThinkingBlock(redacted_data="RU5D")]
+    assert list(reply.thinking_blocks) == expected and reply.finish_reason == pb.FINISH_REASON_TOOL_CALLS
+    scripted.queue(reply_script)
+    events = [e async for e in client.ChatStream(pb.ChatRequest(model="claude-local", messages=user("Weather?"),
+                                                                thinking=thinking, tools=[tool]), metadata=AUTH)]
+    assert [e.thinking_block for e in events if e.WhichOneof("event") == "thinking_block"] == expected
+    scripted.queue(Reply(content="Sunny."))
+    history = user("Weather?") + [
+        pb.ChatMessage(role="assistant", tool_calls=reply.tool_calls, thinking_blocks=reply.thinking_blocks),
+        pb.ChatMessage(role="tool", tool_call_id=reply.tool_calls[0].id, name="get_weather", content="sunny")]
+    await client.Chat(pb.ChatRequest(model="claude-local", messages=history, thinking=thinking, tools=[tool]), metadata=AUTH)
+    assert scripted.chat_bodies[-1]["messages"][1]["content"][:2] == [
+        {"type": "thinking", "thinking": "Use the tool.", "signature": "c2ln"}, {"type": "redacted_thinking", "data": "RU5D"}]

@@ -13,13 +13,14 @@ SAMPLING = Generation(temperature=0.7, top_p=0.9, max_tokens=100)
 OPENAI_FACTORIES = ["Tongyi-Qianwen", "VLLM", "OpenAI-API-Compatible", "DeepSeek", "Moonshot", "ZHIPU-AI", "OpenAI"]
 
 
-@pytest.fixture
-def gw(make_gateway, scripted):
+@pytest.fixture(params=[True, False], ids=["direct", "acompletion"])
+def gw(request, make_gateway, scripted):
+    """Both provider paths must send byte-identical bodies: litellm's provider layer direct, and acompletion."""
     factories = {name: {"api_base": scripted.base_url, "api_key": "k-test"} for name in OPENAI_FACTORIES}
     factories["Anthropic"] = {"api_base": scripted.root_url, "api_key": "k-test"}
     factories["Gemini"] = {"api_base": scripted.root_url + "/v1beta", "api_key": "k-test"}
     factories["Ollama"] = {"api_base": scripted.root_url}
-    return make_gateway({}, factories=factories)
+    return make_gateway({}, factories=factories, litellm_direct=request.param)
 
 
 async def body(gw, scripted, model, thinking=DEFAULT, generation=SAMPLING, stream=False):
@@ -75,6 +76,14 @@ async def test_openai_compatible_bodies(gw, scripted, model, thinking, expected)
     path, sent = await body(gw, scripted, model, thinking)
     assert path == "/v1/chat/completions"
     assert sent == expected
+    calls_before = getattr(gw.provider, "direct_calls", 0)
+    for _ in range(2):  # the second stream reuses the direct path's memoised litellm param mapping
+        path, streamed = await body(gw, scripted, model, thinking, stream=True)
+        assert path == "/v1/chat/completions"
+        assert streamed.pop("stream") is True
+        assert streamed == expected
+    # with litellm_direct on, streams of these factories take the direct path (and still send this body)
+    assert getattr(gw.provider, "direct_calls", 0) - calls_before == (2 if gw.settings.litellm_direct else 0)
 
 
 async def test_stream_and_non_stream_send_the_same_toggle(gw, scripted):
@@ -127,3 +136,31 @@ async def test_ollama_think_flag(gw, scripted, model, thinking, think):
     path, sent = await body(gw, scripted, model, thinking)
     assert path == "/api/chat"
     assert sent == {"model": model.split("@")[0], "options": {"temperature": 0.7, "top_p": 0.9, "num_predict": 100}, "think": think}
+
+
+@pytest.mark.parametrize("model", ["qwen3-32b@Tongyi-Qianwen", "qwen3-32b@VLLM", "deepseek-chat@DeepSeek", "kimi-k2.5@Moonshot",
+                                   "glm-4.5@ZHIPU-AI", "gpt-4o@OpenAI", "my-model@OpenAI-API-Compatible"])
+async def test_direct_and_acompletion_send_the_same_messages_and_tools(make_gateway, scripted, model):
+    """acompletion (Chat) and the direct path (ChatStream) agree on a history with every message shape."""
+    from services.llm_gateway.core.types import ToolCall, ToolSpec
+
+    factories = {name: {"api_base": scripted.base_url, "api_key": "k-test"} for name in OPENAI_FACTORIES}
+    gw = make_gateway({}, factories=factories, litellm_direct=True)
+    tool = ToolSpec("lookup", "Look a word up", {"type": "object", "properties": {"word": {"type": "string"}},
+                                                  "required": ["word"]})
+    history = [Message("system", "Be brief."),
+               Message("user", parts=[{"text": "What is this?"}, {"image_url": "data:image/png;base64,iVBORw0KGgo="}]),
+               Message("assistant", "", tool_calls=[ToolCall("call_1", "lookup", '{"word": "cat"}')], reasoning_content="r"),
+               Message("tool", "a small feline", tool_call_id="call_1", name="lookup"),
+               Message("assistant", "<think>old</think>A cat."),
+               Message("user", "Thanks! And a dog?")]
+    scripted.clear()
+    request = ChatRequest(model=model, messages=history, tools=[tool], tool_choice="auto", generation=SAMPLING)
+    assert (await gw.chat(request)).error is None
+    async for _ in await gw.chat_stream(request):
+        pass
+    plain, streamed = scripted.chat_bodies
+    assert gw.provider.direct_calls == 1
+    assert streamed.pop("stream") is True and plain.pop("stream", False) is False
+    streamed.pop("stream_options")
+    assert streamed == plain

@@ -41,9 +41,10 @@ def shape(events):
     return out
 
 
-@pytest.fixture
-def gw(make_gateway, scripted):
-    return make_gateway({"m": {"model": "openai/test-model", "api_base": scripted.base_url},
+@pytest.fixture(params=[True, False], ids=["direct", "acompletion"])
+def gw(request, make_gateway, scripted):
+    """Every case runs on both provider paths: litellm's provider layer direct, and litellm.acompletion."""
+    return make_gateway(litellm_direct=request.param, models={"m": {"model": "openai/test-model", "api_base": scripted.base_url},
                          "r1": {"model": "openai/deepseek-r1-distill-qwen-7b", "api_base": scripted.base_url},
                          "vllm": {"model": "hosted_vllm/some-model", "api_base": scripted.base_url},
                          "backup": {"model": "openai/backup-model", "api_base": scripted.base_url}})
@@ -158,22 +159,26 @@ async def test_a_500_whose_message_mentions_400_is_still_a_server_error(gw, scri
     assert len(scripted.chat_bodies) == 4  # max_attempts
 
 
-async def test_timeouts_are_retried(make_gateway, scripted, sleeps):
-    gw = make_gateway({"m": {"model": "openai/test-model", "api_base": scripted.base_url}}, request_timeout_s=0.3)
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "acompletion"])
+async def test_timeouts_are_retried(make_gateway, scripted, sleeps, direct):
+    gw = make_gateway({"m": {"model": "openai/test-model", "api_base": scripted.base_url}}, request_timeout_s=0.3,
+                      litellm_direct=direct)
     scripted.queue(Hang(3), Reply(content="ok"))
     events = await collect(gw, req())
     assert shape(events)[0] == ("text", "ok") and len(sleeps.delays) == 1
 
 
-async def test_connection_refused_is_a_retryable_connection_error(make_gateway, sleeps):
-    gw = make_gateway({"m": {"model": "openai/test-model", "api_base": "http://127.0.0.1:9/v1"}},
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "acompletion"])
+async def test_connection_refused_is_a_retryable_connection_error(make_gateway, sleeps, direct):
+    gw = make_gateway({"m": {"model": "openai/test-model", "api_base": "http://127.0.0.1:9/v1"}}, litellm_direct=direct,
                       retry={"max_attempts": 2, "initial_backoff_s": 0.01})
     finish = (await collect(gw, req()))[-1]
     assert finish.error.kind == ErrorKind.CONNECTION and finish.error.retryable and len(sleeps.delays) == 1
 
 
-async def test_total_retry_wait_is_bounded(make_gateway, scripted, sleeps):
-    gw = make_gateway({"m": {"model": "openai/test-model", "api_base": scripted.base_url}},
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "acompletion"])
+async def test_total_retry_wait_is_bounded(make_gateway, scripted, sleeps, direct):
+    gw = make_gateway({"m": {"model": "openai/test-model", "api_base": scripted.base_url}}, litellm_direct=direct,
                       retry={"max_attempts": 10, "max_total_wait_s": 3.0})
     scripted.queue(*[Fail(429, retry_after=2)] * 10)
     finish = (await collect(gw, req()))[-1]
@@ -251,7 +256,7 @@ async def test_anthropic_thinking_blocks_stream_as_think_events(make_gateway, sc
     scripted.queue(Reply(content="Paris.", reasoning_content="The user asks about France.", chunk_size=5))
     events = await collect(gw, req("claude", thinking=Thinking(ThinkingMode.ENABLED)))
     assert shape(events) == [("start",), ("think", "The user asks about France."), ("end", False), ("text", "Paris."),
-                             ("usage",), ("finish", FinishReason.STOP, None)]
+                             ("ThinkingBlockEvent",), ("usage",), ("finish", FinishReason.STOP, None)]
     assert scripted.chat_bodies[0]["thinking"] == {"type": "enabled", "budget_tokens": 2048}
 
 
@@ -277,3 +282,31 @@ async def test_any_chunking_through_litellm_matches_the_non_streamed_answer(gw, 
         streamed_text = "".join(e.text for e in events if isinstance(e, TextEvent))
         streamed_reasoning = "".join(e.text for e in events if isinstance(e, ThinkDeltaEvent))
         assert (streamed_text, streamed_reasoning) == (whole.text, whole.reasoning), pieces
+
+
+async def test_direct_path_streams_over_one_pooled_connection(make_gateway, scripted):
+    gw = make_gateway({"m": {"model": "openai/test-model", "api_base": scripted.base_url}})
+    for i in range(5):
+        scripted.queue(Stream(chunks=[{"content": f"answer {i}"}]))
+        assert shape(await collect(gw, req()))[0] == ("text", f"answer {i}")
+    assert gw.provider.direct_calls == 5
+    assert len(scripted.chat_bodies) == 5 and scripted.connections == 1  # each body read to its end, then reused
+
+
+async def test_non_openai_providers_and_non_streamed_calls_use_acompletion(make_gateway, scripted):
+    gw = make_gateway({"m": {"model": "openai/test-model", "api_base": scripted.base_url},
+                       "claude": {"model": "anthropic/claude-sonnet-4-5", "api_base": scripted.root_url, "api_key": "k"}})
+    scripted.queue(Reply(content="plain"), Reply(content="from claude"))
+    assert (await gw.chat(req())).text == "plain"
+    assert shape(await collect(gw, req("claude")))[0] == ("text", "from claude")
+    assert gw.provider.direct_calls == 0
+
+
+async def test_models_litellm_bridges_to_the_responses_api_leave_the_direct_path(make_gateway, scripted):
+    gw = make_gateway({"pro": {"model": "openai/gpt-5-pro", "api_base": scripted.base_url},
+                       "m": {"model": "openai/test-model", "api_base": scripted.base_url}})
+    await collect(gw, req("pro"))
+    assert gw.provider.direct_calls == 0 and scripted.requests[-1].path == "/v1/responses"  # litellm's own choice
+    scripted.queue(Stream(chunks=[{"content": "chat"}]))
+    assert shape(await collect(gw, req("m")))[0] == ("text", "chat")
+    assert gw.provider.direct_calls == 1 and scripted.requests[-1].path == "/v1/chat/completions"

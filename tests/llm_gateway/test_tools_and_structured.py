@@ -105,9 +105,12 @@ async def test_deepseek_gets_its_reasoning_echoed_on_tool_turns_and_others_do_no
                Message("tool", "sunny", tool_call_id="call_1", name="get_weather")]
     for model, echoed in (("ds", True), ("m", False)):
         scripted.clear()
-        scripted.queue(Reply(content="Sunny."))
-        await gw.chat(ChatRequest(model, history, tools=[WEATHER]))
-        assistant = scripted.chat_bodies[0]["messages"][1]
+        scripted.queue(Reply(content="Sunny."), Reply(content="Sunny."))
+        await gw.chat(ChatRequest(model, history, tools=[WEATHER]))  # litellm.acompletion
+        await collect(gw, ChatRequest(model, history, tools=[WEATHER]))  # streamed: the litellm_direct path
+        plain, streamed = scripted.chat_bodies
+        assert plain["messages"] == streamed["messages"] and plain["tools"] == streamed["tools"]
+        assistant = plain["messages"][1]
         assert ("reasoning_content" in assistant) is echoed
         if echoed:
             assert assistant["reasoning_content"] == "I should call the tool"

@@ -18,7 +18,8 @@ Responses:
     Fail(status, retry_after=None, body=None)      an HTTP error.
     Hang(seconds)                                  sleeps before answering (client-side timeouts).
 
-Native shapes: POST .../messages answers in Anthropic's format, .../:generateContent in Gemini's,
+Native shapes: POST .../messages answers in Anthropic's format (thinking with signature, redacted_thinking,
+text and tool_use blocks), .../:generateContent in Gemini's,
 /api/chat in Ollama's (non-streaming), so request bodies of those providers can be asserted too.
 """
 
@@ -54,6 +55,10 @@ class Reply:
     finish_reason: str | None = "stop"
     usage: dict[str, Any] | None = None
     chunk_size: int = 8
+    signature: str = "sig"
+    """Anthropic shape: the signature of the thinking block (reasoning_content)."""
+    redacted_thinking: list[str] | None = None
+    """Anthropic shape: `data` of redacted_thinking blocks, sent after the thinking block."""
 
 
 @dataclass
@@ -118,6 +123,8 @@ class ScriptedOpenAIServer:
         self.requests: list[RecordedRequest] = []
         self.disconnects = 0
         """Streams the client abandoned (write failed mid-stream)."""
+        self.connections = 0
+        """TCP connections accepted (keep-alive reuse shows as fewer connections than requests)."""
         self._queue: deque[Response] = deque()
         self._lock = threading.Lock()
         self._closing = threading.Event()
@@ -136,6 +143,8 @@ class ScriptedOpenAIServer:
 
             def setup(self) -> None:
                 super().setup()
+                with server._lock:
+                    server.connections += 1
                 # Small SSE writes must leave at once (no Nagle + delayed-ACK 40 ms stalls).
                 self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
@@ -315,13 +324,20 @@ class ScriptedOpenAIServer:
         reply = response if isinstance(response, Reply) else _reply_from_stream(response)
         content: list[dict[str, Any]] = []
         if reply.reasoning_content:
-            content.append({"type": "thinking", "thinking": reply.reasoning_content, "signature": "sig"})
-        content.append({"type": "text", "text": reply.content})
+            content.append({"type": "thinking", "thinking": reply.reasoning_content, "signature": reply.signature})
+        for data in reply.redacted_thinking or ():
+            content.append({"type": "redacted_thinking", "data": data})
+        if reply.content or not reply.tool_calls:
+            content.append({"type": "text", "text": reply.content})
+        for i, call in enumerate(reply.tool_calls or ()):
+            content.append({"type": "tool_use", "id": call.get("id", f"toolu_{i}"), "name": call["name"],
+                            "input": json.loads(call.get("arguments", "{}"))})
         return {"id": "msg_scripted", "type": "message", "role": "assistant", "model": self.model, "content": content,
-                "stop_reason": "end_turn", "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 5}}
+                "stop_reason": "tool_use" if reply.tool_calls else "end_turn", "stop_sequence": None,
+                "usage": {"input_tokens": 10, "output_tokens": 5}}
 
     def _send_anthropic_stream(self, handler: BaseHTTPRequestHandler, response: Response) -> None:
-        """Anthropic Messages SSE: a thinking block (with signature) then a text block."""
+        """Anthropic Messages SSE: a thinking block (with signature), redacted blocks, text, tool_use blocks."""
         reply = response if isinstance(response, Reply) else _reply_from_stream(response)
         handler.send_response(200)
         handler.send_header("Content-Type", "text/event-stream")
@@ -336,12 +352,31 @@ class ScriptedOpenAIServer:
             "id": "msg_scripted", "type": "message", "role": "assistant", "model": self.model, "content": [],
             "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 1}}})
         index = 0
-        blocks = []
+        blocks: list[tuple[str, Any]] = []
         if reply.reasoning_content:
             blocks.append(("thinking", reply.reasoning_content))
-        blocks.append(("text", reply.content))
+        blocks += [("redacted_thinking", data) for data in reply.redacted_thinking or ()]
+        if reply.content or not reply.tool_calls:
+            blocks.append(("text", reply.content))
+        blocks += [("tool_use", (i, call)) for i, call in enumerate(reply.tool_calls or ())]
         size = reply.chunk_size
-        for kind, text in blocks:
+        for kind, value in blocks:
+            if kind == "redacted_thinking":
+                event("content_block_start", {"type": "content_block_start", "index": index,
+                                              "content_block": {"type": "redacted_thinking", "data": value}})
+                event("content_block_stop", {"type": "content_block_stop", "index": index})
+                index += 1
+                continue
+            if kind == "tool_use":
+                i, call = value
+                event("content_block_start", {"type": "content_block_start", "index": index, "content_block": {
+                    "type": "tool_use", "id": call.get("id", f"toolu_{i}"), "name": call["name"], "input": {}}})
+                event("content_block_delta", {"type": "content_block_delta", "index": index, "delta": {
+                    "type": "input_json_delta", "partial_json": call.get("arguments", "{}")}})
+                event("content_block_stop", {"type": "content_block_stop", "index": index})
+                index += 1
+                continue
+            text = value
             start = {"type": "thinking", "thinking": "", "signature": ""} if kind == "thinking" else {"type": "text", "text": ""}
             event("content_block_start", {"type": "content_block_start", "index": index, "content_block": start})
             for i in range(0, len(text), size):
@@ -350,10 +385,11 @@ class ScriptedOpenAIServer:
                 event("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
             if kind == "thinking":
                 event("content_block_delta", {"type": "content_block_delta", "index": index,
-                                              "delta": {"type": "signature_delta", "signature": "sig"}})
+                                              "delta": {"type": "signature_delta", "signature": reply.signature}})
             event("content_block_stop", {"type": "content_block_stop", "index": index})
             index += 1
-        event("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+        stop = "tool_use" if reply.tool_calls else "end_turn"
+        event("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
                                 "usage": {"output_tokens": 5}})
         event("message_stop", {"type": "message_stop"})
         out.close()

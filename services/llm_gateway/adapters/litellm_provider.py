@@ -20,7 +20,9 @@ import httpx
 
 from services.common.logging import redact
 from services.llm_gateway.core.context import configure_offline_tokenizers
-from services.llm_gateway.core.types import ErrorKind, ProviderCall, ProviderChunk, ProviderError, ToolCallDelta, Usage
+from services.llm_gateway.core.types import (
+    ErrorKind, ProviderCall, ProviderChunk, ProviderError, ThinkingBlockDelta, ToolCallDelta, Usage,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -157,11 +159,26 @@ def _tool_deltas(raw_calls: Any) -> list[ToolCallDelta]:
     return out
 
 
+def _thinking_blocks(raw_blocks: Any) -> list[ThinkingBlockDelta]:
+    """litellm's `thinking_blocks` (dicts: type thinking/redacted_thinking, thinking, signature, data, index)."""
+    out = []
+    for i, raw in enumerate(raw_blocks or ()):
+        get = raw.get if isinstance(raw, dict) else lambda k, d=None, r=raw: getattr(r, k, d)
+        kind = get("type")
+        if kind == "redacted_thinking":
+            out.append(ThinkingBlockDelta(index=get("index"), redacted_data=str(get("data") or "")))
+        elif kind == "thinking":
+            out.append(ThinkingBlockDelta(index=get("index"), thinking=str(get("thinking") or ""),
+                                          signature=str(get("signature") or "")))
+    return out
+
+
 class LitellmProvider:
     """core.ports.Provider over litellm.acompletion."""
 
     def __init__(self) -> None:
         self._litellm: Any = None
+        self._unpriced: set[str] = set()
 
     @property
     def litellm(self) -> Any:
@@ -193,9 +210,11 @@ class LitellmProvider:
                     continue
                 choice = choices[0]
                 delta = choice.delta
+                blocks = getattr(delta, "thinking_blocks", None)
                 yield ProviderChunk(content=delta.content or "", reasoning=getattr(delta, "reasoning_content", None) or "",
                                     tool_calls=_tool_deltas(delta.tool_calls) if delta.tool_calls else [],
-                                    finish_reason=choice.finish_reason, usage=_usage(usage))
+                                    finish_reason=choice.finish_reason, usage=_usage(usage),
+                                    thinking_blocks=_thinking_blocks(blocks) if blocks else [])
         except tuple(litellm.exceptions.LITELLM_EXCEPTION_TYPES) as exc:  # every exception litellm maps to
             raise self._translate(exc, call) from None
         except (ValueError, TypeError, KeyError, AttributeError) as exc:  # litellm validation of our params
@@ -207,17 +226,25 @@ class LitellmProvider:
         return ProviderChunk(content=message.content or "", reasoning=getattr(message, "reasoning_content", None) or "",
                              tool_calls=[ToolCallDelta(index=i, id=c.id, name=c.function.name, arguments=c.function.arguments)
                                          for i, c in enumerate(message.tool_calls or [])],
-                             finish_reason=choice.finish_reason or "stop", usage=_usage(getattr(response, "usage", None)))
+                             finish_reason=choice.finish_reason or "stop", usage=_usage(getattr(response, "usage", None)),
+                             # whole blocks, one each: position is the index
+                             thinking_blocks=[ThinkingBlockDelta(index=i, thinking=b.thinking, signature=b.signature,
+                                                                 redacted_data=b.redacted_data)
+                                              for i, b in enumerate(_thinking_blocks(getattr(message, "thinking_blocks", None)))])
 
     def _translate(self, exc: BaseException, call: ProviderCall) -> ProviderError:
         kind, status = _classify(exc, self.litellm)
         return ProviderError(kind, _safe_message(exc, call), status=status, retry_after_s=_retry_after(exc))
 
     def cost_usd(self, model: str, usage: Usage) -> float:
+        if model in self._unpriced:
+            return 0.0
         try:
             prompt, completion = self.litellm.cost_per_token(model=model, prompt_tokens=usage.prompt_tokens,
                                                             completion_tokens=usage.completion_tokens)
         except self.litellm.exceptions.ModelNotMappedError:  # custom names are not in the cost map
+            # litellm searches its whole map (~1 ms) before saying so; the local map never changes at runtime
+            self._unpriced.add(model)
             return 0.0
         return float(prompt) + float(completion)
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from services.common import context as request_context
 from services.common.errors import InvalidArgumentError, ViolationCollector
-from services.llm_gateway.core import context, history, observe, structured, think, tools
+from services.llm_gateway.core import context, history, observe, structured, think, thinking_blocks, tools
 from services.llm_gateway.core.policy import apply as apply_policy
 from services.llm_gateway.core.policy import effective_mode, think_format_for
 from services.llm_gateway.core.ports import EmbeddedModel, Provider
@@ -31,7 +31,8 @@ from services.llm_gateway.core.settings import GatewaySettings
 from services.llm_gateway.core.think import ThinkFormat
 from services.llm_gateway.core.types import (
     ChatError, ChatRequest, ChatResult, ErrorKind, FinishEvent, FinishReason, Message, ProviderCall, ProviderError,
-    TextEvent, ThinkDeltaEvent, ThinkEndEvent, ThinkStartEvent, ToolCall, ToolCallEvent, Usage, UsageEvent,
+    TextEvent, ThinkDeltaEvent, ThinkEndEvent, ThinkingBlock, ThinkingBlockEvent, ThinkStartEvent, ToolCall,
+    ToolCallEvent, Usage, UsageEvent,
 )
 
 logger = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ class _CallOutcome:
     finish_reason: str | None = None
     usage: Usage | None = None
     truncated: bool = False
+    thinking_blocks: list[ThinkingBlock] = field(default_factory=list)
 
 
 @dataclass
@@ -85,6 +87,7 @@ class LlmGateway:
         text: list[str] = []
         reasoning: list[str] = []
         calls: list[ToolCall] = []
+        blocks: list[ThinkingBlock] = []
         usage = Usage()
         finish = FinishEvent(FinishReason.ERROR)
         async for event in self._observed(request, planned, streaming=False):
@@ -94,6 +97,8 @@ class LlmGateway:
                 reasoning.append(event.text)
             elif isinstance(event, ToolCallEvent):
                 calls.append(event.call)
+            elif isinstance(event, ThinkingBlockEvent):
+                blocks.append(event.block)
             elif isinstance(event, UsageEvent):
                 usage = event.usage
             elif isinstance(event, FinishEvent):
@@ -105,7 +110,7 @@ class LlmGateway:
             has_value = problem is None
         return ChatResult(text=answer, reasoning="".join(reasoning) if request.with_reasoning else "", tool_calls=calls,
                           structured=value, has_structured=has_value, finish_reason=finish.reason, usage=usage,
-                          model=finish.model, error=finish.error)
+                          model=finish.model, error=finish.error, thinking_blocks=blocks)
 
     def _observed(self, request: ChatRequest, planned: list[_Planned], streaming: bool) -> AsyncIterator[Any]:
         route = planned[0].route
@@ -178,7 +183,9 @@ class LlmGateway:
         if route.context_window:
             reserve = request.generation.max_tokens or min(1024, route.context_window // 4)
             messages = context.fit(messages, max(route.context_window - reserve, 64), family.tokenizer, request.tools)
-        echo = family.echo_reasoning_with_tools and (bool(request.tools) or any(m.tool_calls for m in messages))
+        with_tools = bool(request.tools) or any(m.tool_calls for m in messages)
+        echo = family.echo_reasoning_with_tools and with_tools
+        echo_blocks = family.echo_thinking_blocks_with_tools and with_tools
         if policy.extra_body:
             params["extra_body"] = policy.extra_body
         stream = streaming or (family.stream_only_when_thinking and policy.thinking_on is True)
@@ -193,7 +200,7 @@ class LlmGateway:
         remaining = request_context.remaining_time()  # the caller's gRPC deadline, propagated
         if remaining is not None:
             timeout = max(min(timeout, remaining), 0.001)
-        call = ProviderCall(model=route.litellm_model, messages=history.to_provider(messages, echo),
+        call = ProviderCall(model=route.litellm_model, messages=history.to_provider(messages, echo, echo_blocks),
                             api_base=planned.api_base, api_key=route.api_key, stream=stream, params=params,
                             timeout_s=timeout)
         return call, think_format_for(family, mode, fmt_override)
@@ -252,6 +259,9 @@ class LlmGateway:
                     last_error.kind, last_error.message, retryable=last_error.retryable, http_status=last_error.status))
                 return
             total.add(self._usage_of(outcome, call, planned.route))
+            # Signed reasoning is continuation state, not display: sent whether or not with_reasoning, so a
+            # client can echo it on the next turn (see history.to_provider).
+            block_events = [ThinkingBlockEvent(block) for block in outcome.thinking_blocks]
             # -- tool calls ---------------------------------------------------------------------
             calls = outcome.tool_calls
             if request.tools and not planned.route.native_tools and not calls:
@@ -260,8 +270,11 @@ class LlmGateway:
                 problems = {c.id: p for c in calls if (p := tools.validate_call(c, request.tools)) is not None}
                 if problems and tool_repairs_left > 0 and not state.sent_text:
                     tool_repairs_left -= 1
-                    messages = messages + tools.feedback_messages(calls, problems, planned.route.native_tools)
+                    messages = messages + tools.feedback_messages(calls, problems, planned.route.native_tools,
+                                                                  outcome.thinking_blocks)
                     continue
+                for block_event in block_events:
+                    yield block_event
                 for tool_call in calls:
                     yield ToolCallEvent(tool_call)
                 yield _usage_event(total)
@@ -284,6 +297,8 @@ class LlmGateway:
                 yield TextEvent(json.dumps(value, ensure_ascii=False))
             elif buffer_text and outcome.text:
                 yield TextEvent(outcome.text)
+            for block_event in block_events:
+                yield block_event
             yield _usage_event(total)
             yield FinishEvent(_FINISH.get(outcome.finish_reason or "stop", FinishReason.STOP), call.model)
             return
@@ -292,6 +307,7 @@ class LlmGateway:
                         state: _StreamState, buffer_text: bool) -> AsyncIterator[Any]:
         splitter = think.ThinkSplitter(fmt, with_reasoning=True)
         assembler = tools.ToolCallAssembler()
+        block_assembler = thinking_blocks.ThinkingBlockAssembler()
         text: list[str] = []
         reasoning: list[str] = []
         with_reasoning = request.with_reasoning
@@ -325,6 +341,8 @@ class LlmGateway:
                     yield event
             for delta in chunk.tool_calls:
                 assembler.feed(delta)
+            for piece in chunk.thinking_blocks:
+                block_assembler.feed(piece)
             if chunk.finish_reason:
                 finish_reason = chunk.finish_reason
             if chunk.usage is not None:
@@ -337,6 +355,7 @@ class LlmGateway:
         outcome.finish_reason = finish_reason
         outcome.usage = usage
         outcome.truncated = splitter.reasoning_truncated
+        outcome.thinking_blocks = block_assembler.blocks()
 
     def _usage_of(self, outcome: _CallOutcome, call: ProviderCall, route: Route) -> Usage:
         usage = outcome.usage

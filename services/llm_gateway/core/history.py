@@ -4,6 +4,8 @@
   with), so old reasoning never costs context or confuses the model.
 * `reasoning_content` of earlier assistant turns is dropped, except for families that require it to
   be echoed back (DeepSeek thinking mode with tool calls): there it goes into the field they expect.
+* Signed thinking blocks of earlier assistant turns are dropped, except on the tool-call turns of
+  families that verify them (Anthropic with tools): there they go back unchanged, before the calls.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from services.llm_gateway.core import think
+from services.llm_gateway.core import think, thinking_blocks
 from services.llm_gateway.core.types import Message
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -58,8 +60,9 @@ def _is_json(text: str) -> bool:
     return True
 
 
-def to_provider(messages: list[Message], echo_reasoning: bool) -> list[dict[str, Any]]:
-    """OpenAI chat format; `echo_reasoning` keeps reasoning_content on assistant tool-call turns."""
+def to_provider(messages: list[Message], echo_reasoning: bool, echo_thinking_blocks: bool = False) -> list[dict[str, Any]]:
+    """OpenAI chat format; `echo_reasoning` keeps reasoning_content and `echo_thinking_blocks` the signed
+    thinking blocks on assistant tool-call turns."""
     out: list[dict[str, Any]] = []
     for message in messages:
         item: dict[str, Any] = {"role": message.role}
@@ -77,6 +80,8 @@ def to_provider(messages: list[Message], echo_reasoning: bool) -> list[dict[str,
                 item["content"] = None
             if echo_reasoning and message.reasoning_content:
                 item["reasoning_content"] = message.reasoning_content
+            if echo_thinking_blocks and message.thinking_blocks:
+                item["thinking_blocks"] = thinking_blocks.to_provider(message.thinking_blocks)
         if message.role == "tool":
             item["tool_call_id"] = message.tool_call_id
             if message.name:

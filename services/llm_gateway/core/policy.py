@@ -54,6 +54,8 @@ class Family:
     native_tools: bool = True
     native_response_format: bool = True
     echo_reasoning_with_tools: bool = False
+    echo_thinking_blocks_with_tools: bool = False
+    """Signed thinking blocks go back on assistant tool-call turns (Anthropic extended thinking + tools)."""
     stream_only_when_thinking: bool = False
     min_budget: int = 0
     context_window: int = 0
@@ -80,9 +82,10 @@ FAMILIES: tuple[Family, ...] = (
     Family("openai-reasoning", frozenset({"OpenAI", "Azure-OpenAI"}), r"gpt-5|(^|/)o[134]", style="effort",
            drop_always=("temperature", "top_p", "logprobs", "top_logprobs"), tokenizer="cl100k_base"),
     Family("claude-opus-fixed", frozenset({"Anthropic"}), r"claude-opus-4-[78]", style="anthropic",
-           drop_always=("temperature", "top_p", "top_k"), tokenizer="claude", native_response_format=True),
+           drop_always=("temperature", "top_p", "top_k"), tokenizer="claude", native_response_format=True,
+           echo_thinking_blocks_with_tools=True),
     Family("claude", frozenset({"Anthropic"}), r"", style="anthropic", drop_when_thinking=("temperature", "top_p", "top_k"),
-           tokenizer="claude"),
+           tokenizer="claude", echo_thinking_blocks_with_tools=True),
     Family("gemini-2.5-pro", frozenset({"Gemini"}), r"gemini-2\.5-pro", style="gemini", default=ThinkingMode.DISABLED,
            min_budget=128),
     Family("gemini-3", frozenset({"Gemini"}), r"gemini-3", style="gemini"),

@@ -9,7 +9,7 @@ from services.common.errors import InvalidArgumentError
 from services.llm_gateway.core.retry import RetrySettings
 
 KNOWN_KEYS = {"models", "factories", "retry", "request_timeout_s", "embedded", "port", "shutdown_grace_s", "metrics_port",
-              "max_tool_repairs", "default_max_repairs"}
+              "max_tool_repairs", "default_max_repairs", "litellm_direct"}
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,9 @@ class GatewaySettings:
     embedded: EmbeddedSettings = EmbeddedSettings()
     max_tool_repairs: int = 2
     default_max_repairs: int = 2
+    litellm_direct: bool = True
+    """Stream OpenAI-compatible providers through litellm's provider layer over one pooled client
+    (adapters/litellm_direct.py) instead of the full litellm.acompletion call."""
 
     @classmethod
     def from_section(cls, raw: dict[str, Any]) -> "GatewaySettings":
@@ -53,4 +56,5 @@ class GatewaySettings:
             embedded=EmbeddedSettings(**embedded_raw),
             max_tool_repairs=int(raw.get("max_tool_repairs", 2)),
             default_max_repairs=int(raw.get("default_max_repairs", 2)),
+            litellm_direct=bool(raw.get("litellm_direct", True)),
         )

@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 
 from services.llm_gateway.core.structured import extract_json
-from services.llm_gateway.core.types import Message, ToolCall, ToolCallDelta, ToolSpec
+from services.llm_gateway.core.types import Message, ThinkingBlock, ToolCall, ToolCallDelta, ToolSpec
 
 
 class ToolCallAssembler:
@@ -129,10 +129,12 @@ def parse_text_tool_calls(text: str, tools: list[ToolSpec]) -> list[ToolCall]:
     return calls
 
 
-def feedback_messages(calls: list[ToolCall], problems: dict[str, str], native: bool) -> list[Message]:
-    """The assistant turn with the bad calls plus the validator's message, so the model can retry."""
+def feedback_messages(calls: list[ToolCall], problems: dict[str, str], native: bool,
+                      blocks: list[ThinkingBlock] | None = None) -> list[Message]:
+    """The assistant turn with the bad calls (and its signed thinking blocks) plus the validator's
+    message, so the model can retry."""
     if native:
-        out = [Message(role="assistant", tool_calls=list(calls))]
+        out = [Message(role="assistant", tool_calls=list(calls), thinking_blocks=list(blocks or []))]
         for call in calls:
             text = problems.get(call.id) or "Not executed: another call in this turn had invalid arguments. Call again."
             out.append(Message(role="tool", tool_call_id=call.id, name=call.name, content="Error: " + text))

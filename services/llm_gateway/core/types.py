@@ -29,6 +29,23 @@ class ToolCall:
     arguments_json: str
 
 
+@dataclass(frozen=True)
+class ThinkingBlock:
+    """A provider-signed reasoning block (Anthropic `thinking` with `signature`, or `redacted_thinking`).
+
+    Opaque continuation state: providers that sign reasoning verify it when it comes back on the
+    assistant turn of a tool-use loop, so it must be returned byte for byte."""
+
+    thinking: str = ""
+    signature: str = ""
+    redacted_data: str = ""
+    """Encrypted content of a `redacted_thinking` block; set only for those."""
+
+    @property
+    def redacted(self) -> bool:
+        return bool(self.redacted_data)
+
+
 @dataclass
 class Message:
     role: str
@@ -38,6 +55,8 @@ class Message:
     tool_call_id: str = ""
     name: str = ""
     reasoning_content: str = ""
+    thinking_blocks: list[ThinkingBlock] = field(default_factory=list)
+    """Signed reasoning of an earlier assistant turn; echoed only where the provider requires it."""
 
 
 @dataclass(frozen=True)
@@ -165,6 +184,11 @@ class ToolCallEvent:
 
 
 @dataclass
+class ThinkingBlockEvent:
+    block: ThinkingBlock
+
+
+@dataclass
 class UsageEvent:
     usage: Usage
 
@@ -176,7 +200,8 @@ class FinishEvent:
     error: ChatError | None = None
 
 
-ChatEvent = TextEvent | ThinkStartEvent | ThinkDeltaEvent | ThinkEndEvent | ToolCallEvent | UsageEvent | FinishEvent
+ChatEvent = (TextEvent | ThinkStartEvent | ThinkDeltaEvent | ThinkEndEvent | ThinkingBlockEvent | ToolCallEvent | UsageEvent
+             | FinishEvent)
 
 
 @dataclass
@@ -190,6 +215,7 @@ class ChatResult:
     usage: Usage
     model: str
     error: ChatError | None = None
+    thinking_blocks: list[ThinkingBlock] = field(default_factory=list)
 
 
 # -- provider port types ---------------------------------------------------------------------------
@@ -202,6 +228,16 @@ class ToolCallDelta:
 
 
 @dataclass
+class ThinkingBlockDelta:
+    """A piece of a signed reasoning block as litellm streams it (text, then the signature, by index)."""
+
+    index: int | None
+    thinking: str = ""
+    signature: str = ""
+    redacted_data: str = ""
+
+
+@dataclass
 class ProviderChunk:
     """One normalised provider chunk (a whole non-streamed answer is a single chunk)."""
 
@@ -210,6 +246,7 @@ class ProviderChunk:
     tool_calls: list[ToolCallDelta] = field(default_factory=list)
     finish_reason: str | None = None
     usage: Usage | None = None
+    thinking_blocks: list[ThinkingBlockDelta] = field(default_factory=list)
 
 
 class ProviderError(Exception):

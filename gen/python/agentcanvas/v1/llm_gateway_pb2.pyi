@@ -107,8 +107,18 @@ class ToolCall(_message.Message):
     arguments_json: str
     def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., arguments_json: _Optional[str] = ...) -> None: ...
 
+class ThinkingBlock(_message.Message):
+    __slots__ = ("thinking", "signature", "redacted_data")
+    THINKING_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    REDACTED_DATA_FIELD_NUMBER: _ClassVar[int]
+    thinking: str
+    signature: str
+    redacted_data: str
+    def __init__(self, thinking: _Optional[str] = ..., signature: _Optional[str] = ..., redacted_data: _Optional[str] = ...) -> None: ...
+
 class ChatMessage(_message.Message):
-    __slots__ = ("role", "content", "parts", "tool_calls", "tool_call_id", "name", "reasoning_content")
+    __slots__ = ("role", "content", "parts", "tool_calls", "tool_call_id", "name", "reasoning_content", "thinking_blocks")
     ROLE_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     PARTS_FIELD_NUMBER: _ClassVar[int]
@@ -116,6 +126,7 @@ class ChatMessage(_message.Message):
     TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     REASONING_CONTENT_FIELD_NUMBER: _ClassVar[int]
+    THINKING_BLOCKS_FIELD_NUMBER: _ClassVar[int]
     role: str
     content: str
     parts: _containers.RepeatedCompositeFieldContainer[ContentPart]
@@ -123,7 +134,8 @@ class ChatMessage(_message.Message):
     tool_call_id: str
     name: str
     reasoning_content: str
-    def __init__(self, role: _Optional[str] = ..., content: _Optional[str] = ..., parts: _Optional[_Iterable[_Union[ContentPart, _Mapping]]] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., tool_call_id: _Optional[str] = ..., name: _Optional[str] = ..., reasoning_content: _Optional[str] = ...) -> None: ...
+    thinking_blocks: _containers.RepeatedCompositeFieldContainer[ThinkingBlock]
+    def __init__(self, role: _Optional[str] = ..., content: _Optional[str] = ..., parts: _Optional[_Iterable[_Union[ContentPart, _Mapping]]] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., tool_call_id: _Optional[str] = ..., name: _Optional[str] = ..., reasoning_content: _Optional[str] = ..., thinking_blocks: _Optional[_Iterable[_Union[ThinkingBlock, _Mapping]]] = ...) -> None: ...
 
 class ToolDefinition(_message.Message):
     __slots__ = ("name", "description", "parameters")
@@ -202,7 +214,7 @@ class ChatError(_message.Message):
     def __init__(self, kind: _Optional[_Union[ChatErrorKind, str]] = ..., message: _Optional[str] = ..., retryable: _Optional[bool] = ..., partial_text: _Optional[str] = ..., http_status: _Optional[int] = ...) -> None: ...
 
 class ChatResponse(_message.Message):
-    __slots__ = ("text", "reasoning", "tool_calls", "structured", "finish_reason", "usage", "model", "error")
+    __slots__ = ("text", "reasoning", "tool_calls", "structured", "finish_reason", "usage", "model", "error", "thinking_blocks")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     REASONING_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
@@ -211,6 +223,7 @@ class ChatResponse(_message.Message):
     USAGE_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    THINKING_BLOCKS_FIELD_NUMBER: _ClassVar[int]
     text: str
     reasoning: str
     tool_calls: _containers.RepeatedCompositeFieldContainer[ToolCall]
@@ -219,10 +232,11 @@ class ChatResponse(_message.Message):
     usage: _common_pb2.TokenUsage
     model: str
     error: ChatError
-    def __init__(self, text: _Optional[str] = ..., reasoning: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., structured: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ..., usage: _Optional[_Union[_common_pb2.TokenUsage, _Mapping]] = ..., model: _Optional[str] = ..., error: _Optional[_Union[ChatError, _Mapping]] = ...) -> None: ...
+    thinking_blocks: _containers.RepeatedCompositeFieldContainer[ThinkingBlock]
+    def __init__(self, text: _Optional[str] = ..., reasoning: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., structured: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ..., usage: _Optional[_Union[_common_pb2.TokenUsage, _Mapping]] = ..., model: _Optional[str] = ..., error: _Optional[_Union[ChatError, _Mapping]] = ..., thinking_blocks: _Optional[_Iterable[_Union[ThinkingBlock, _Mapping]]] = ...) -> None: ...
 
 class ChatEvent(_message.Message):
-    __slots__ = ("text_delta", "think_start", "think_delta", "think_end", "tool_call", "usage", "finish")
+    __slots__ = ("text_delta", "think_start", "think_delta", "think_end", "tool_call", "usage", "finish", "thinking_block")
     TEXT_DELTA_FIELD_NUMBER: _ClassVar[int]
     THINK_START_FIELD_NUMBER: _ClassVar[int]
     THINK_DELTA_FIELD_NUMBER: _ClassVar[int]
@@ -230,6 +244,7 @@ class ChatEvent(_message.Message):
     TOOL_CALL_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     FINISH_FIELD_NUMBER: _ClassVar[int]
+    THINKING_BLOCK_FIELD_NUMBER: _ClassVar[int]
     text_delta: TextDelta
     think_start: ChatThinkStart
     think_delta: ChatThinkDelta
@@ -237,7 +252,14 @@ class ChatEvent(_message.Message):
     tool_call: ToolCall
     usage: _common_pb2.TokenUsage
     finish: ChatFinish
-    def __init__(self, text_delta: _Optional[_Union[TextDelta, _Mapping]] = ..., think_start: _Optional[_Union[ChatThinkStart, _Mapping]] = ..., think_delta: _Optional[_Union[ChatThinkDelta, _Mapping]] = ..., think_end: _Optional[_Union[ChatThinkEnd, _Mapping]] = ..., tool_call: _Optional[_Union[ToolCall, _Mapping]] = ..., usage: _Optional[_Union[_common_pb2.TokenUsage, _Mapping]] = ..., finish: _Optional[_Union[ChatFinish, _Mapping]] = ...) -> None: ...
+    thinking_block: ThinkingBlock
+    def __init__(self, text_delta: _Optional[_Union[TextDelta, _Mapping]] = ..., think_start: _Optional[_Union[ChatThinkStart, _Mapping]] = ..., think_delta: _Optional[_Union[ChatThinkDelta, _Mapping]] = ..., think_end: _Optional[_Union[ChatThinkEnd, _Mapping]] = ..., tool_call: _Optional[_Union[ToolCall, _Mapping]] = ..., usage: _Optional[_Union[_common_pb2.TokenUsage, _Mapping]] = ..., finish: _Optional[_Union[ChatFinish, _Mapping]] = ..., thinking_block: _Optional[_Union[ThinkingBlock, _Mapping]] = ...) -> None: ...
+
+class ChatEventBatch(_message.Message):
+    __slots__ = ("events",)
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[ChatEvent]
+    def __init__(self, events: _Optional[_Iterable[_Union[ChatEvent, _Mapping]]] = ...) -> None: ...
 
 class TextDelta(_message.Message):
     __slots__ = ("text",)

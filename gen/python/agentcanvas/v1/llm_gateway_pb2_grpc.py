@@ -45,6 +45,11 @@ class LlmGatewayStub:
                 request_serializer=agentcanvas_dot_v1_dot_llm__gateway__pb2.ChatRequest.SerializeToString,
                 response_deserializer=agentcanvas_dot_v1_dot_llm__gateway__pb2.ChatEvent.FromString,
                 _registered_method=True)
+        self.ChatStreamBatched = channel.unary_stream(
+                '/agentcanvas.v1.LlmGateway/ChatStreamBatched',
+                request_serializer=agentcanvas_dot_v1_dot_llm__gateway__pb2.ChatRequest.SerializeToString,
+                response_deserializer=agentcanvas_dot_v1_dot_llm__gateway__pb2.ChatEventBatch.FromString,
+                _registered_method=True)
         self.CountTokens = channel.unary_unary(
                 '/agentcanvas.v1.LlmGateway/CountTokens',
                 request_serializer=agentcanvas_dot_v1_dot_llm__gateway__pb2.CountTokensRequest.SerializeToString,
@@ -70,6 +75,14 @@ class LlmGatewayServicer:
 
     def ChatStream(self, request, context):
         """The same call streamed as typed events. Ends with exactly one Finish.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ChatStreamBatched(self, request, context):
+        """ChatStream with events coalesced: each response carries the events that were ready when it was
+        sent (never held back to fill a batch), so per-message cost is paid per batch. Same events, same order.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -101,6 +114,11 @@ def add_LlmGatewayServicer_to_server(servicer, server):
                     servicer.ChatStream,
                     request_deserializer=agentcanvas_dot_v1_dot_llm__gateway__pb2.ChatRequest.FromString,
                     response_serializer=agentcanvas_dot_v1_dot_llm__gateway__pb2.ChatEvent.SerializeToString,
+            ),
+            'ChatStreamBatched': grpc.unary_stream_rpc_method_handler(
+                    servicer.ChatStreamBatched,
+                    request_deserializer=agentcanvas_dot_v1_dot_llm__gateway__pb2.ChatRequest.FromString,
+                    response_serializer=agentcanvas_dot_v1_dot_llm__gateway__pb2.ChatEventBatch.SerializeToString,
             ),
             'CountTokens': grpc.unary_unary_rpc_method_handler(
                     servicer.CountTokens,
@@ -168,6 +186,33 @@ class LlmGateway:
             '/agentcanvas.v1.LlmGateway/ChatStream',
             agentcanvas_dot_v1_dot_llm__gateway__pb2.ChatRequest.SerializeToString,
             agentcanvas_dot_v1_dot_llm__gateway__pb2.ChatEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ChatStreamBatched(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/agentcanvas.v1.LlmGateway/ChatStreamBatched',
+            agentcanvas_dot_v1_dot_llm__gateway__pb2.ChatRequest.SerializeToString,
+            agentcanvas_dot_v1_dot_llm__gateway__pb2.ChatEventBatch.FromString,
             options,
             channel_credentials,
             insecure,

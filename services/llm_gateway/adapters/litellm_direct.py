@@ -1,0 +1,321 @@
+"""The fast path to OpenAI-compatible providers: litellm's provider layer over one pooled HTTP client.
+
+`litellm.acompletion` costs ~5-6 ms per call before the first byte leaves (logging objects, callback
+and cost hooks, the openai SDK client) and ~0.3 ms per streamed chunk (SDK objects, litellm's chunk
+wrapper). For providers whose wire format *is* the OpenAI chat format (openai and OpenAI-compatible
+endpoints, hosted_vllm, deepseek, dashscope, moonshot) this adapter keeps litellm for everything
+provider-specific and drops only that per-call machinery:
+
+* litellm resolves the provider (`get_llm_provider`) and its chat config class
+  (`ProviderConfigManager.get_provider_chat_config`);
+* litellm maps the OpenAI-style params (`get_optional_params`, drop_params on) and the config builds
+  headers (`validate_environment`), URL (`get_complete_url`) and body (`transform_request` +
+  `transform_extra_body`), in the order litellm's own HTTP handler does;
+* the request goes over ONE long-lived `httpx.AsyncClient` (connection pool kept across calls);
+* the SSE stream is split on the raw bytes and each event is checked with litellm's streaming
+  handler (error payloads and `finish_reason: abort` go through its `chunk_parser`, which raises
+  litellm's typed error; `reasoning` is renamed by its dict-level mapper) - plain deltas are read as
+  dicts instead of building a pydantic ModelResponseStream per chunk (~12 us each);
+* HTTP errors become litellm exceptions via the config's `get_error_class` and litellm's
+  `exception_type`, so retry classification (`litellm_provider._classify`) is the same on both paths.
+
+Everything else (other providers, non-streamed calls, configs that fake streaming) goes through
+`LitellmProvider` (full `litellm.acompletion`). Config: `gateway.litellm_direct` (default true).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from services.llm_gateway.adapters.litellm_provider import LitellmProvider, _safe_message, _usage, load_litellm
+from services.llm_gateway.core.types import ErrorKind, ProviderCall, ProviderChunk, ProviderError, ToolCallDelta, Usage
+
+logger = logging.getLogger(__name__)
+
+DIRECT_PROVIDERS = frozenset({"openai", "hosted_vllm", "deepseek", "dashscope", "moonshot"})
+_DATA = b"data:"
+_DONE = b"[DONE]"
+
+
+@dataclass
+class _Route:
+    """What litellm resolved for one (model, api_base): computed once, reused by every call."""
+
+    model: str
+    provider: str
+    api_base: str
+    config: Any
+    handler: Any
+    """litellm's streaming handler of this config (its chunk_parser and dict-level mappers)."""
+
+
+class _StreamEnded(Exception):
+    """[DONE] (or the end of the body) arrived without any finish_reason."""
+
+
+class LitellmDirectProvider:
+    """core.ports.Provider: direct path where litellm's provider layer allows it, else `fallback`."""
+
+    def __init__(self, fallback: LitellmProvider | None = None, *, max_connections: int = 256) -> None:
+        self.fallback = fallback or LitellmProvider()
+        self._max_connections = max_connections
+        self._routes: dict[tuple[str, str | None], _Route | None] = {}
+        self._client: httpx.AsyncClient | None = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._litellm: Any = None
+        self._optional_cache: dict[tuple[str, str, str | None, str], str] = {}
+        self.direct_calls = 0
+        """Calls served by the direct path (tests and the benchmark check which path ran)."""
+
+    def cost_usd(self, model: str, usage: Usage) -> float:
+        return self.fallback.cost_usd(model, usage)
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    # -- routing ---------------------------------------------------------------------------------
+    def _route(self, call: ProviderCall) -> _Route | None:
+        key = (call.model, call.api_base)
+        if key in self._routes:
+            return self._routes[key]
+        route = None
+        try:
+            route = self._resolve(call)
+        except Exception as exc:  # anything litellm cannot resolve here is left to acompletion's own errors
+            logger.debug("direct path unavailable for %s: %s", call.model, type(exc).__name__)
+        self._routes[key] = route
+        return route
+
+    def _resolve(self, call: ProviderCall) -> _Route | None:
+        litellm = self._litellm
+        from litellm.llms.openai.chat.gpt_transformation import OpenAIGPTConfig
+        from litellm.types.utils import LlmProviders
+        from litellm.utils import ProviderConfigManager
+
+        model, provider, _, api_base = litellm.get_llm_provider(model=call.model, api_base=call.api_base)
+        if provider not in DIRECT_PROVIDERS:
+            return None
+        config = ProviderConfigManager.get_provider_chat_config(model=model, provider=LlmProviders(provider))
+        if not isinstance(config, OpenAIGPTConfig) or config.should_fake_stream(model=model, stream=True,
+                                                                                 custom_llm_provider=provider):
+            return None
+        api_base = api_base or call.api_base or (OpenAIGPTConfig.get_api_base() if provider == "openai" else None)
+        if not api_base:
+            return None
+        handler = config.get_model_response_iterator(streaming_response=iter(()), sync_stream=False, json_mode=False)
+        if not hasattr(handler, "chunk_parser"):
+            return None
+        return _Route(model=model, provider=provider, api_base=api_base, config=config, handler=handler)
+
+    def _http(self) -> httpx.AsyncClient:
+        # One client per event loop: pooled connections belong to the loop that opened them.
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop:
+            limits = httpx.Limits(max_connections=self._max_connections, max_keepalive_connections=self._max_connections)
+            self._client = httpx.AsyncClient(limits=limits, timeout=None)
+            self._client_loop = loop
+        return self._client
+
+    # -- the call --------------------------------------------------------------------------------
+    async def stream(self, call: ProviderCall) -> AsyncIterator[ProviderChunk]:
+        if self._litellm is None:
+            self._litellm = await asyncio.to_thread(load_litellm)
+            self.fallback._litellm = self._litellm
+        route = self._route(call) if call.stream else None
+        request = None
+        if route is not None:
+            try:
+                request = self._request(call, route)
+            except tuple(self._litellm.exceptions.LITELLM_EXCEPTION_TYPES) as exc:
+                raise self.fallback._translate(exc, call) from None
+            except (ValueError, TypeError, KeyError, AttributeError) as exc:  # litellm's validation of our params
+                raise ProviderError(ErrorKind.BAD_REQUEST, _safe_message(exc, call)) from None
+        if request is None:  # not an OpenAI-format stream, or litellm would bridge it to the Responses API
+            async for chunk in self.fallback.stream(call):
+                yield chunk
+            return
+        self.direct_calls += 1
+        try:
+            async for chunk in self._direct(call, route, request):
+                yield chunk
+        except ProviderError:
+            raise
+        except _StreamEnded:
+            raise ProviderError(ErrorKind.INCOMPLETE_STREAM, "the stream ended without a finish reason") from None
+        except Exception as exc:
+            mapped = self._litellm_exception(exc, route)
+            raise self.fallback._translate(mapped, call) from None
+
+    def _litellm_exception(self, exc: Exception, route: _Route) -> BaseException:
+        """litellm's own mapping (exception_type) from a provider/httpx error to its exception classes."""
+        from litellm.litellm_core_utils.exception_mapping_utils import exception_type
+
+        if isinstance(exc, tuple(self._litellm.exceptions.LITELLM_EXCEPTION_TYPES)):
+            return exc
+        try:
+            exception_type(model=route.model, original_exception=exc, custom_llm_provider=route.provider)
+        except Exception as mapped:  # exception_type raises the mapped exception
+            if mapped.__context__ is None and mapped is not exc:
+                mapped.__context__ = exc
+            return mapped
+        return exc
+
+    def _request(self, call: ProviderCall, route: _Route) -> tuple[str, dict[str, str], bytes] | None:
+        """URL, headers and body, built by litellm's provider config the way its HTTP handler does; None
+        when litellm would serve this call through its Responses-API bridge (o1-pro, gpt-5-pro, ...)."""
+        optional = self._optional_params(call, route)
+        if optional is None:
+            return None
+        optional.pop("json_mode", None)
+        extra_body = optional.pop("extra_body", None)
+        litellm_params = {"api_base": route.api_base, "custom_llm_provider": route.provider}
+        api_key = call.api_key or "none"
+        config = route.config
+        # completion()'s first step: jsonify tool calls, drop None fields, validate user content. It
+        # mutates the dicts, and a retry reuses this call: work on copies.
+        from litellm.utils import validate_and_fix_openai_messages
+
+        messages = validate_and_fix_openai_messages(messages=[dict(m) for m in call.messages])
+        headers = config.validate_environment(headers={}, model=route.model, messages=messages,
+                                              optional_params=optional, litellm_params=litellm_params,
+                                              api_key=api_key, api_base=route.api_base)
+        url = config.get_complete_url(api_base=route.api_base, api_key=api_key, model=route.model,
+                                      optional_params=optional, litellm_params=litellm_params, stream=True)
+        data = config.transform_request(route.model, messages, optional, litellm_params, headers)
+        if extra_body:
+            data = {**data, **config.transform_extra_body(extra_body=extra_body, request=data, model=route.model,
+                                                          litellm_params=litellm_params)}
+        return url, {str(k): str(v) for k, v in headers.items()}, json.dumps(data).encode()
+
+    def _optional_params(self, call: ProviderCall, route: _Route) -> dict[str, Any] | None:
+        """litellm.get_optional_params (None when litellm's Responses-API bridge check says "responses"),
+        memoised: ~170 us per call together, and a pure function of (model, provider, api_base, params) - chat
+        `messages` are excluded from the mapping (pre_process_non_default_params) and the litellm globals
+        both read are fixed at load. Stored as JSON so every call gets its own copy (transform_request
+        mutates it)."""
+        try:
+            key: tuple[str, str, str | None, str] | None = (route.model, route.provider, call.api_base,
+                                                            json.dumps(call.params, sort_keys=True))
+        except (TypeError, ValueError):  # not JSON (never from the core, but then no memo)
+            key = None
+        cached = self._optional_cache.get(key) if key is not None else None
+        if cached is not None:
+            return json.loads(cached) if cached else None
+        optional = None if self._bridged(call, route) else self._litellm.get_optional_params(
+            model=route.model, custom_llm_provider=route.provider, stream=True, drop_params=True, messages=call.messages,
+            **_validated(call.params, route.model))
+        if key is not None:
+            try:
+                frozen = json.dumps(optional) if optional is not None else ""
+            except (TypeError, ValueError):
+                return optional
+            if len(self._optional_cache) >= 1024:
+                self._optional_cache.clear()
+            self._optional_cache[key] = frozen
+        return optional
+
+    def _bridged(self, call: ProviderCall, route: _Route) -> bool:
+        """litellm's own check (both passes, as completion() runs them) for chat calls it sends to the Responses API."""
+        from litellm.responses.bridge_check import bridge_reasoning_effort, responses_api_bridge_check
+
+        info, _ = responses_api_bridge_check(model=route.model, custom_llm_provider=route.provider, api_base=call.api_base)
+        if info.get("mode") == "responses":
+            return True
+        params = call.params
+        info, _ = responses_api_bridge_check(
+            model=route.model, custom_llm_provider=route.provider, tools=params.get("tools"), api_base=call.api_base,
+            reasoning_effort=bridge_reasoning_effort(params.get("reasoning_effort"), params.get("extra_body")))
+        return info.get("mode") == "responses"
+
+    async def _direct(self, call: ProviderCall, route: _Route, request: tuple[str, dict[str, str], bytes]
+                      ) -> AsyncIterator[ProviderChunk]:
+        url, headers, body = request
+        handler = route.handler
+        loads = json.loads
+        finished = False
+        async with self._http().stream("POST", url, content=body, headers=headers, timeout=call.timeout_s) as response:
+            if response.status_code >= 400:
+                await response.aread()
+                try:
+                    response.raise_for_status()
+                except httpx.HTTPStatusError:  # becomes the mapped error's context: the real status for _classify
+                    raise route.config.get_error_class(response.text, response.status_code, response.headers)
+            pending = b""
+            done = False
+            async for raw in response.aiter_bytes():
+                if done:
+                    continue  # read to the end of the body: only a fully read response returns to the pool
+                # SSE framing on the raw bytes: split once per network read, not per line through a decoder.
+                lines = (pending + raw).split(b"\n") if pending else raw.split(b"\n")
+                pending = lines.pop()
+                for line in lines:
+                    if not line.startswith(_DATA):
+                        continue  # blank separators, "event:", ": keep-alive" comments
+                    payload = line[5:].strip()
+                    if payload == _DONE:
+                        done = True
+                        break
+                    chunk = _parse(loads(payload), handler)
+                    if chunk is None:
+                        continue
+                    if chunk.finish_reason:
+                        finished = True
+                    yield chunk
+            if not finished:
+                raise _StreamEnded()
+
+
+def _validated(params: dict[str, Any], model: str) -> dict[str, Any]:
+    """completion()'s validation of tools, tool_choice and stop, before its parameter mapping."""
+    from litellm.utils import (
+        validate_and_fix_openai_tools, validate_chat_completion_tool_choice, validate_openai_optional_params,
+    )
+
+    out = dict(params)
+    if "tools" in out:
+        out["tools"] = validate_and_fix_openai_tools(tools=out["tools"])
+    if "tool_choice" in out:
+        out["tool_choice"] = validate_chat_completion_tool_choice(tool_choice=out["tool_choice"], model=model)
+    if "stop" in out:
+        out["stop"] = validate_openai_optional_params(stop=out["stop"])
+    return out
+
+
+def _parse(raw: dict[str, Any], handler: Any) -> ProviderChunk | None:
+    """One SSE event as a ProviderChunk, with litellm's checks of that event."""
+    choices = raw.get("choices") or ()
+    if "error" in raw or any(c.get("finish_reason") == "abort" for c in choices):
+        handler.chunk_parser(raw)  # litellm raises its typed error for these events
+    usage = raw.get("usage")
+    if not choices:
+        return ProviderChunk(usage=_usage(usage)) if usage else None
+    handler._map_reasoning_to_reasoning_content(choices)  # vLLM/GLM `reasoning` -> reasoning_content
+    choice = choices[0]
+    delta = choice.get("delta") or {}
+    finish = choice.get("finish_reason")
+    if finish:
+        from litellm.litellm_core_utils.core_helpers import map_finish_reason
+
+        finish = map_finish_reason(finish)
+    calls = delta.get("tool_calls")
+    return ProviderChunk(content=delta.get("content") or "", reasoning=delta.get("reasoning_content") or "",
+                         tool_calls=_tool_deltas(calls) if calls else [], finish_reason=finish,
+                         usage=_usage(usage) if usage else None)
+
+
+def _tool_deltas(raw_calls: list[dict[str, Any]]) -> list[ToolCallDelta]:
+    out = []
+    for raw in raw_calls:
+        function = raw.get("function") or {}
+        out.append(ToolCallDelta(index=raw.get("index"), id=raw.get("id") or None, name=function.get("name") or None,
+                                 arguments=function.get("arguments") or None))
+    return out
