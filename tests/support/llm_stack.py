@@ -8,7 +8,7 @@ OpenAI-compatible server, the orchestrator on the in-memory run store.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -33,15 +33,19 @@ os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
 async def llm_stack(data_dir: Path, *, llm_id: str = "", provider: ScriptedOpenAIServer | None = None,
                     gateway: dict[str, Any] | None = None, orchestrator: dict[str, Any] | None = None,
                     extra: dict[str, Any] | None = None,
-                    store: InMemoryRunStore | None = None) -> AsyncIterator[tuple[Any, ScriptedOpenAIServer]]:
+                    store: InMemoryRunStore | None = None,
+                    more_models: Callable[[ScriptedOpenAIServer], dict[str, Any]] | None = None,
+                    ) -> AsyncIterator[tuple[Any, ScriptedOpenAIServer]]:
     """Yields (OrchestratorStub, scripted provider). `llm_id` names the registry entry pointing at the
     provider; `gateway`/`orchestrator` add settings to those sections, `extra` adds whole sections;
-    `store` lets a test create sessions in the orchestrator's in-memory run store."""
+    `store` lets a test create sessions in the orchestrator's in-memory run store; `more_models`
+    adds registry entries made from the started provider (another shape of it, say)."""
     with provider or ScriptedOpenAIServer() as scripted:
         base = Config.load(env={"AGENT_CANVAS_DATA_DIR": str(data_dir)}).with_overrides({
             "auth": {"embedded": False, "tokens": [{"token": TOKEN, "tenant": "acme", "user": "alice"}]},
             "gateway": {"embedded": {"enabled": False},
-                        "models": {llm_id: {"model": "openai/test-model", "api_base": scripted.base_url, "api_key": "sk-test"}},
+                        "models": {llm_id: {"model": "openai/test-model", "api_base": scripted.base_url, "api_key": "sk-test"},
+                                   **(more_models(scripted) if more_models else {})},
                         **(gateway or {})},
             **(extra or {}),
         })

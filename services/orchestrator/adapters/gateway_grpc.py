@@ -1,4 +1,8 @@
-"""LlmClient over the llm_gateway service (ChatStream). One channel per process."""
+"""LlmClient over the llm_gateway service. One channel per process.
+
+Streams use ChatStreamBatched: the same events as ChatStream, grouped while the gateway's previous
+write is in flight, so a fast model's tokens cost one gRPC message per group instead of per token
+(the first event is never held back)."""
 
 from __future__ import annotations
 
@@ -38,6 +42,9 @@ def to_request(request: ChatRequest) -> llm_gateway_pb2.ChatRequest:
             added.tool_call_id = str(message["tool_call_id"])
         if message.get("name"):
             added.name = str(message["name"])
+        for block in message.get("thinking_blocks") or ():  # signed reasoning, echoed as received
+            added.thinking_blocks.add(thinking=str(block.get("thinking", "")), signature=str(block.get("signature", "")),
+                                      redacted_data=str(block.get("redacted_data", "")))
         if message.get("images"):  # multimodal: the text first, then every image
             added.parts.add(text=added.content)
             for url in message["images"]:
@@ -71,34 +78,41 @@ class GatewayLlmClient(PeerClient):
         super().__init__(target, own_token=own_token, timeout_s=timeout_s)
 
     async def chat_stream(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
-        call = self._stub.ChatStream(to_request(request), metadata=self._metadata(), timeout=call_timeout(self._timeout))
+        call = self._stub.ChatStreamBatched(to_request(request), metadata=self._metadata(), timeout=call_timeout(self._timeout))
         try:
-            async for event in call:
-                kind = event.WhichOneof("event")
-                if kind == "text_delta":
-                    yield ChatChunk("text", event.text_delta.text)
-                elif kind == "think_start":
-                    yield ChatChunk("think_start")
-                elif kind == "think_delta":
-                    yield ChatChunk("think_delta", event.think_delta.text)
-                elif kind == "think_end":
-                    yield ChatChunk("think_end")
-                elif kind == "tool_call":
-                    call = event.tool_call
-                    yield ChatChunk("tool_call", tool_call={"id": call.id, "name": call.name, "arguments": call.arguments_json})
-                elif kind == "usage":
-                    u = event.usage
-                    yield ChatChunk("usage", usage=Usage(u.prompt_tokens, u.completion_tokens, u.reasoning_tokens,
-                                                          u.cached_tokens, u.total_tokens, u.calls or 1, u.cost_usd))
-                elif kind == "finish":
-                    error = event.finish.error
-                    if event.finish.HasField("error") and (error.message or error.kind):
-                        yield ChatChunk("finish", error=error.message or llm_gateway_pb2.ChatErrorKind.Name(error.kind),
-                                        error_kind=llm_gateway_pb2.ChatErrorKind.Name(error.kind), retryable=error.retryable)
-                    else:
-                        yield ChatChunk("finish")
+            async for batch in call:
+                for event in batch.events:
+                    yield _to_chunk(event)
         except grpc.aio.AioRpcError as exc:
             domain = status.from_rpc_error(exc)
             retryable = isinstance(domain, UnavailableError) or exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED)
             message = domain.message if isinstance(domain, AgentCanvasError) else str(exc.details())
             raise NodeError(f"model gateway: {message}", reason=getattr(domain, "reason", "MODEL_ERROR"), retryable=retryable) from None
+
+
+def _to_chunk(event: llm_gateway_pb2.ChatEvent) -> ChatChunk:
+    kind = event.WhichOneof("event")
+    if kind == "text_delta":
+        return ChatChunk("text", event.text_delta.text)
+    if kind == "think_delta":
+        return ChatChunk("think_delta", event.think_delta.text)
+    if kind in ("think_start", "think_end"):
+        return ChatChunk(kind)
+    if kind == "tool_call":
+        call = event.tool_call
+        return ChatChunk("tool_call", tool_call={"id": call.id, "name": call.name, "arguments": call.arguments_json})
+    if kind == "thinking_block":
+        block = event.thinking_block
+        return ChatChunk("thinking_block", thinking_block={"thinking": block.thinking, "signature": block.signature,
+                                                           "redacted_data": block.redacted_data})
+    if kind == "usage":
+        u = event.usage
+        return ChatChunk("usage", usage=Usage(u.prompt_tokens, u.completion_tokens, u.reasoning_tokens,
+                                              u.cached_tokens, u.total_tokens, u.calls or 1, u.cost_usd))
+    if kind == "finish":
+        error = event.finish.error
+        if event.finish.HasField("error") and (error.message or error.kind):
+            return ChatChunk("finish", error=error.message or llm_gateway_pb2.ChatErrorKind.Name(error.kind),
+                             error_kind=llm_gateway_pb2.ChatErrorKind.Name(error.kind), retryable=error.retryable)
+        return ChatChunk("finish")
+    return ChatChunk(kind or "unknown")  # a kind added to the gateway later: ignored by the components

@@ -186,12 +186,15 @@ class RunStore(Protocol):
 
 @dataclass
 class ChatChunk:
-    """One streamed model event. `kind`: text, think_start, think_delta, think_end, tool_call, usage,
-    finish. A `tool_call` chunk carries one whole call as `{id, name, arguments}` (JSON text)."""
+    """One streamed model event. `kind`: text, think_start, think_delta, think_end, tool_call,
+    thinking_block, usage, finish. A `tool_call` chunk carries one whole call as `{id, name,
+    arguments}` (JSON text); a `thinking_block` one a provider-signed reasoning block as `{thinking,
+    signature, redacted_data}`, opaque state to hand back on the assistant turn it came from."""
 
     kind: str
     text: str = ""
     tool_call: dict[str, Any] | None = None
+    thinking_block: dict[str, str] | None = None
     usage: Usage | None = None
     error: str = ""
     error_kind: str = ""
@@ -201,7 +204,8 @@ class ChatChunk:
 @dataclass
 class ChatRequest:
     """`messages` are dicts: role, content, and optionally `images` (URLs), `tool_calls`
-    ([{id, name, arguments}]) on an assistant turn, `tool_call_id` and `name` on a tool turn."""
+    ([{id, name, arguments}]) and `thinking_blocks` (as received) on an assistant turn,
+    `tool_call_id` and `name` on a tool turn."""
 
     model: str
     messages: list[dict[str, Any]]

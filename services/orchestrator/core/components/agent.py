@@ -179,19 +179,24 @@ class Agent(LLM):
         history = list(messages)
         max_rounds = max(int(self.param("max_rounds", 5) or 5), 1)
         for index in range(max_rounds):
-            text, calls = await self._round(ctx, history, specs, stream, index)
+            text, calls, thinking_blocks = await self._round(ctx, history, specs, stream, index)
             if not calls:
                 result.text = text
                 return result
-            history.append({"role": "assistant", "content": text, "tool_calls": calls})
+            # Signed reasoning goes back with the turn it came from: Anthropic rejects a tool loop
+            # with extended thinking without it (the gateway strips it for other providers).
+            turn = {"role": "assistant", "content": text, "tool_calls": calls}
+            if thinking_blocks:
+                turn["thinking_blocks"] = thinking_blocks
+            history.append(turn)
             answers = await asyncio.gather(*(self._call_tool(ctx, by_name, call, tool_context, result) for call in calls))
             for call, answer in zip(calls, answers):
                 history.append({"role": "tool", "tool_call_id": call["id"], "name": call["name"], "content": answer})
         history.append({"role": "user", "content": f"Exceed max rounds: {max_rounds}"})
-        result.text, _ = await self._round(ctx, history, None, stream, max_rounds)
+        result.text, _, _ = await self._round(ctx, history, None, stream, max_rounds)
         return result
 
-    async def _round(self, ctx, messages, specs, stream, index: int) -> tuple[str, list[dict[str, Any]]]:
+    async def _round(self, ctx, messages, specs, stream, index: int) -> tuple[str, list[dict[str, Any]], list[dict[str, str]]]:
         request = self._request(ctx, messages, None)
         request.request_id = f"{request.request_id}:round{index}"
         if specs:
@@ -204,9 +209,10 @@ class Agent(LLM):
         # round's text only. Each piece is pushed exactly once.
         # With `citation_second_pass` the text is held back instead: the pass decides what is shown.
         separator = "\n\n" if stream is not None and stream.text_so_far() else ""
+        thinking_blocks: list[dict[str, str]] = []
         pieces, calls = await self._consume(ctx, request, stream, live_text=not self.second_pass_wanted(),
-                                            text_prefix=separator)
-        return "".join(pieces), calls
+                                            text_prefix=separator, thinking_blocks=thinking_blocks)
+        return "".join(pieces), calls, thinking_blocks
 
     async def _call_tool(self, ctx, by_name, call: dict[str, Any], tool_context, result: LoopResult) -> str:
         name = str(call.get("name", ""))

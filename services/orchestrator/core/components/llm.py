@@ -245,12 +245,13 @@ class LLM(Component):
             stream.close()
         return "".join(pieces)
 
-    async def _consume(self, ctx, request: ChatRequest, stream, *, live_text: bool,
-                       text_prefix: str = "", reasoning: bool = True) -> tuple[list[str], list[dict[str, Any]]]:
+    async def _consume(self, ctx, request: ChatRequest, stream, *, live_text: bool, text_prefix: str = "",
+                       reasoning: bool = True, thinking_blocks: list[dict[str, str]] | None = None,
+                       ) -> tuple[list[str], list[dict[str, Any]]]:
         """One ChatStream: reasoning goes to `stream` as it arrives (and text too when `live_text`,
-        preceded once by `text_prefix`), usage into the node's usage. Returns the text pieces (without
-        the prefix) and the tool calls; a model error raises NodeError, retryable only while nothing
-        has reached the stream's consumer."""
+        preceded once by `text_prefix`), usage into the node's usage, signed thinking blocks into
+        `thinking_blocks` when given. Returns the text pieces (without the prefix) and the tool calls;
+        a model error raises NodeError, retryable only while nothing has reached the stream's consumer."""
         pieces: list[str] = []
         calls: list[dict[str, Any]] = []
         error, retryable = "", False
@@ -269,6 +270,8 @@ class LLM(Component):
                         stream.push(chunk.kind, chunk.text)
                 elif chunk.kind == "tool_call" and chunk.tool_call is not None:
                     calls.append(chunk.tool_call)
+                elif chunk.kind == "thinking_block" and chunk.thinking_block is not None and thinking_blocks is not None:
+                    thinking_blocks.append(chunk.thinking_block)
                 elif chunk.kind == "usage" and chunk.usage is not None:
                     ctx.usage.add(chunk.usage)
                 elif chunk.kind == "finish" and chunk.error:
