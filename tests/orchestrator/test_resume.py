@@ -12,10 +12,18 @@ from __future__ import annotations
 
 import asyncio
 
+import grpc
 import pytest
+from agentcanvas.v1 import common_pb2, orchestrator_pb2, orchestrator_pb2_grpc
 
+from services.common import status
+from services.common.auth import TokenAuthenticator
+from services.common.bootstrap import start_server
+from services.common.settings import Config
+from services.common.structs import from_struct, to_struct
 from services.common.errors import AbortedError, FailedPreconditionError, InvalidArgumentError, NotFoundError
 from services.orchestrator.adapters.memory import InMemoryRunStore
+from services.orchestrator.app import build_definition
 from services.orchestrator.core.orchestrator import RunRequest
 from services.orchestrator.core.ports import RunStatus
 from tests.orchestrator.support.harness import dsl, finished, kinds, make_orchestrator, node_events
@@ -244,6 +252,51 @@ async def test_resume_by_run_id_of_a_session_run_follows_the_session():
     _, events = await start(orch, resume_run_id=again.id, inputs={"instructions": "go"})
     assert finished(events)["outputs"]["content"] == "plan for trip / go"
     assert (await store.get_session(session.id)).state["paused_run_id"] == ""
+
+
+async def test_run_canvas_resume_run_id_over_grpc(tmp_path):
+    config = Config.load(env={"AGENT_CANVAS_DATA_DIR": str(tmp_path)}).with_overrides({
+        "auth": {"embedded": False, "tokens": [{"token": "t1", "tenant": "acme", "user": "alice"}]},
+        "orchestrator": {"flush_interval_ms": 5}})
+    running = await start_server(build_definition(config, store=InMemoryRunStore(), llm=ScriptedLlm()), config,
+                                 authenticator=TokenAuthenticator.from_config(config, env={}))
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{running.port}")
+    stub, auth = orchestrator_pb2_grpc.OrchestratorStub(channel), [("authorization", "Bearer t1")]
+
+    async def run(**fields):
+        return [e async for e in stub.RunCanvas(orchestrator_pb2.RunCanvasRequest(**fields), metadata=auth)
+                if not e.HasField("heartbeat")]
+
+    try:
+        first = await run(dsl=to_struct(form_canvas()), query="trip")
+        assert first[-2].user_inputs_required.component_id == "ask"
+        assert first[-1].workflow_finished.status == common_pb2.RUN_STATUS_PAUSED
+        paused_id = first[0].run_id
+        # No source: the paused run knows its DSL.
+        resumed = await run(resume_run_id=paused_id, inputs=to_struct({"instructions": "go east"}))
+        assert resumed[0].workflow_started.resumed and resumed[0].run_id != paused_id
+        final = resumed[-1].workflow_finished
+        assert final.status == common_pb2.RUN_STATUS_SUCCEEDED
+        assert from_struct(final.outputs)["content"] == "plan for trip / go east"
+
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await run(resume_run_id=paused_id, inputs=to_struct({"instructions": "again"}))
+        assert caught.value.code() == grpc.StatusCode.ABORTED
+        error = status.from_rpc_error(caught.value)
+        assert error.reason == "ALREADY_RESUMED" and error.metadata["run_id"] == resumed[0].run_id
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await run(resume_run_id=resumed[0].run_id)
+        assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await run(resume_run_id="f" * 32)
+        assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await run(query="no source")
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "resume_run_id" in caught.value.details()
+    finally:
+        await channel.close()
+        await running.stop(0)
 
 
 # -- 3. a crash between the session write and the terminal commit --------------------------------
