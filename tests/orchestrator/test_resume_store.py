@@ -23,14 +23,15 @@ from services.common.auth import TokenAuthenticator
 from services.common.bootstrap import start_server
 from services.common.clients import create_channel
 from services.common.context import token_var
-from services.common.errors import AbortedError
+from services.common.errors import AbortedError, InvalidArgumentError
 from services.common.settings import Config
 from services.common.structs import to_struct
 from services.orchestrator.adapters.store_grpc import GrpcRunStore
 from services.orchestrator.core.orchestrator import RunRequest
 from services.orchestrator.core.ports import RunStatus
 from tests.orchestrator.support.harness import finished, make_orchestrator
-from tests.orchestrator.test_resume import echo_loop, form_canvas
+from tests.orchestrator.support.scripted_llm import ScriptedLlm
+from tests.orchestrator.test_resume import echo_loop, form_canvas, review_canvas
 from tests.support.databases import temporary_database
 
 TOKENS = [{"token": "t-alice", "tenant": "acme", "user": "alice"},
@@ -183,6 +184,29 @@ async def test_resume_by_run_id_on_the_real_store(canvas_store):
         with pytest.raises(AbortedError) as caught:
             await orch.start_run(RunRequest(resume_run_id=paused.id, inputs={"instructions": "again"}))
         assert caught.value.metadata["run_id"] == resumed.id
+        with pytest.raises(InvalidArgumentError) as bad:
+            await orch.start_run(RunRequest(resume_run_id="not-an-id"))
+        assert bad.value.violations[0].field == "resume_run_id"
+    finally:
+        await orch.stop()
+        await store.close()
+
+
+async def test_a_run_whose_session_was_deleted_meanwhile_still_ends(canvas_store):
+    address, stub = canvas_store
+    store = RacingStore(address)
+    gate = asyncio.Event()
+    orch = make_orchestrator(store, ScriptedLlm({"m": [[("gate", gate), ("text", "late")]]}))
+    try:
+        session_id = await new_session(stub, review_canvas())
+        paused = await orch.start_run(RunRequest(session_id=session_id, query="trip"))
+        await drain(orch, paused.id)
+        resumed = await orch.start_run(RunRequest(session_id=session_id, inputs={"answer": "x"}))
+        await stub.DeleteSession(pb.DeleteSessionRequest(id=session_id), metadata=AUTH)
+        gate.set()
+        events = await drain(orch, resumed.id)
+        assert finished(events)["status"] == RunStatus.SUCCEEDED  # not stuck RUNNING, retried by every takeover
+        assert (await store.get_run(resumed.id)).status == RunStatus.SUCCEEDED
     finally:
         await orch.stop()
         await store.close()

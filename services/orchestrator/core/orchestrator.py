@@ -122,7 +122,11 @@ class Orchestrator:
         previous: RunRecord | None = None
         session_id = request.session_id
         if request.resume_run_id:
-            previous = await self.store.get_run(request.resume_run_id)  # NOT_FOUND, also for another tenant's
+            try:
+                previous = await self.store.get_run(request.resume_run_id)  # NOT_FOUND, also for another tenant's
+            except InvalidArgumentError as exc:  # a malformed id: name the request's field, not the store's
+                raise InvalidArgumentError.for_field(
+                    "resume_run_id", exc.violations[0].description if exc.violations else exc.message) from None
             if session_id and session_id != previous.session_id:
                 raise InvalidArgumentError.for_field("resume_run_id", f"run {previous.id} belongs to "
                                                      f"{'session ' + previous.session_id if previous.session_id else 'no session'}, not to session {session_id}")

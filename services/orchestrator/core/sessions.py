@@ -22,11 +22,14 @@ other gets that run back, sees that its claim nonce is not in the spec, and is r
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from services.common.errors import AbortedError
+from services.common.errors import AbortedError, NotFoundError
 from services.orchestrator.core import events as ev
 from services.orchestrator.core.ports import RunRecord, RunStatus, RunStore
+
+logger = logging.getLogger(__name__)
 
 RESUME_KEY_PREFIX = "resume:"
 RECENT_RUNS = 16
@@ -78,7 +81,12 @@ async def record_turn(store: RunStore, record: RunRecord, *, answer: str, status
     # A conversation loop's pause comes after the turn's answer was shown: keep it in the history.
     shown = status != RunStatus.PAUSED or any(p.get("conversation") for _, p in pauses)
     for _attempt in range(TURN_WRITE_ATTEMPTS):
-        session = await store.get_session(record.session_id)
+        try:
+            session = await store.get_session(record.session_id)
+        except NotFoundError:
+            # Deleted meanwhile: the run still ends (else every takeover would fail here again).
+            logger.warning("run %s: session %s is gone; its turn is not recorded", record.id, record.session_id)
+            return False
         if record.id in (session.state.get("recent_runs") or ()):
             return False
         new_state, messages = next_state(
