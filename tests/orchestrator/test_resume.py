@@ -226,6 +226,20 @@ async def test_resume_by_run_id_without_the_answer_pauses_again_and_keeps_going(
     assert finished(events)["outputs"]["content"] == "plan for trip / go"
 
 
+async def test_resume_by_run_id_answers_every_form_the_run_waits_on():
+    canvas = dsl({
+        "begin": {"type": "Begin", "down": ["who", "what"]},
+        "who": {"type": "UserFillUp", "down": ["msg"], "params": {"inputs": {"name": {"name": "Name", "type": "line"}}}},
+        "what": {"type": "UserFillUp", "down": ["msg"], "params": {"inputs": {"topic": {"name": "Topic", "type": "line"}}}},
+        "msg": {"type": "Message", "params": {"content": ["{who@name} on {what@topic}"]}},
+    })
+    orch = make_orchestrator()
+    paused, events = await start(orch, dsl=canvas)
+    assert sorted(e.data["component_id"] for e in events if e.kind == "user_inputs_required") == ["what", "who"]
+    _, events = await start(orch, resume_run_id=paused.id, inputs={"name": "Ada", "topic": "engines"})
+    assert finished(events)["outputs"]["content"] == "Ada on engines"
+
+
 async def test_a_conversation_without_a_session_continues_turn_by_turn_by_run_id():
     orch = make_orchestrator(conversation_max_turns=3)
     run, events = await start(orch, dsl=echo_loop(), query="hello")

@@ -114,6 +114,6 @@ async def paused_components(store: RunStore, run: RunRecord) -> list[str]:
             if event.kind != ev.USER_INPUTS_REQUIRED:
                 return list(reversed(pending))
             pending.append(str(event.data.get("component_id", "")))
-        if run.last_seq - window <= 0:
+        if run.last_seq - window <= 0 or window >= 4096:  # the store pages at most 5000 events
             return list(reversed(pending))
         window *= 4
