@@ -91,14 +91,15 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
 
     async def RunCanvas(self, request: orchestrator_pb2.RunCanvasRequest, ctx):
         source = request.WhichOneof("source")
-        if source is None and not request.session_id:  # a session knows its canvas (and its paused run)
-            raise InvalidArgumentError.for_field("source", "give a canvas_id, an inline dsl or a session_id")
+        if source is None and not request.session_id and not request.resume_run_id:
+            # a session knows its canvas (and its paused run); a paused run knows its DSL
+            raise InvalidArgumentError.for_field("source", "give a canvas_id, an inline dsl, a session_id or a resume_run_id")
         identity = context.current_identity()
         run_request = RunRequest(
             canvas_id=request.canvas_id, revision_id=request.revision_id,
             dsl=from_struct(request.dsl) if source == "dsl" else None, query=request.query,
             inputs=from_struct(request.inputs), session_id=request.session_id, user_id=request.user_id,
-            request_id=request.request_id,
+            request_id=request.request_id, resume_run_id=request.resume_run_id,
             files=[InputFileData(f.name, f.mime_type, f.content, f.url) for f in request.files],
         )
         record = await self._orchestrator.start_run(run_request, identity.tenant_id if identity else "",

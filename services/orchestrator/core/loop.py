@@ -205,15 +205,11 @@ class RunLoop:
 
     async def _update_session(self, record: RunRecord, state: RunState, answer: str, status: RunStatus,
                               pauses: list[tuple[str, dict[str, Any]]]) -> None:
-        session = await self.store.get_session(record.session_id)
+        # Once per run (keyed by run id in the session state), so a takeover after a crash between
+        # this write and the terminal commit converges instead of appending the turn twice.
         env = {k: v for k, v in state.globals.items() if k.startswith("env.")}
-        new_state, messages = sessions.next_state(
-            session.state, query=str(record.spec.get("query") or ""),
-            # A conversation loop's pause comes after the turn's answer was shown: keep it in the history.
-            answer=answer if status != RunStatus.PAUSED or any(p.get("conversation") for _, p in pauses) else None,
-            paused_run_id=record.id if status == RunStatus.PAUSED else "", pending=[p[0] for p in pauses],
-            env=env, window=self.settings.history_window)
-        await self.store.append_session_turn(record.session_id, messages, new_state)
+        await sessions.record_turn(self.store, record, answer=answer, status=status, pauses=pauses, env=env,
+                                   window=self.settings.history_window)
 
     async def _heartbeat(self, run_id: str, lease: Lease, cancel: asyncio.Event, lost: asyncio.Event) -> None:
         interval = max(0.05, min(self.settings.lease_ttl_ms / 3000, self.settings.cancel_poll_s))

@@ -48,6 +48,8 @@ class RunRequest:
     session_id: str = ""
     user_id: str = ""
     request_id: str = ""
+    resume_run_id: str = ""
+    """Resume this paused run (a run without a session, or its session's paused run)."""
 
 
 def file_value(item: InputFileData) -> str:
@@ -118,13 +120,41 @@ class Orchestrator:
     async def start_run(self, request: RunRequest, tenant_id: str = "", user_id: str = "") -> RunRecord:
         session = None
         previous: RunRecord | None = None
-        if request.session_id:
-            session = await self.store.get_session(request.session_id)
-            paused = session.state.get("paused_run_id")
-            if paused:
+        session_id = request.session_id
+        if request.resume_run_id:
+            try:
+                previous = await self.store.get_run(request.resume_run_id)  # NOT_FOUND, also for another tenant's
+            except InvalidArgumentError as exc:  # a malformed id: name the request's field, not the store's
+                raise InvalidArgumentError.for_field(
+                    "resume_run_id", exc.violations[0].description if exc.violations else exc.message) from None
+            if session_id and session_id != previous.session_id:
+                raise InvalidArgumentError.for_field("resume_run_id", f"run {previous.id} belongs to "
+                                                     f"{'session ' + previous.session_id if previous.session_id else 'no session'}, not to session {session_id}")
+            session_id = previous.session_id
+        if session_id:
+            session = await self.store.get_session(session_id)
+            done = session.state.get("last_run_id")
+            if request.request_id and done and session.state.get("last_request_id") == request.request_id:
+                return await self.store.get_run(done)  # a retry of a turn that already ended: reattach
+            paused = session.state.get("paused_run_id") or ""
+            if previous is not None and paused != previous.id:
+                raise FailedPreconditionError(
+                    f"run {previous.id} is not the paused run of session {session_id} any more "
+                    f"({'it waits on run ' + paused if paused else 'nothing is paused'}); resume that one",
+                    reason="NOT_PAUSED", metadata={"run_id": previous.id, "paused_run_id": paused})
+            if paused and previous is None:
                 previous = await self.store.get_run(paused)
+                if previous.status in (RunStatus.PENDING, RunStatus.RUNNING):
+                    # Its turn is written but its terminal commit is not (or it crashed in between and
+                    # waits for a takeover): resuming now would start the conversation over.
+                    raise AbortedError(f"session {session_id}: run {paused} is still finishing its turn; retry",
+                                       reason="TURN_IN_PROGRESS", metadata={"run_id": paused})
                 if previous.status != RunStatus.PAUSED:
                     previous = None
+        if previous is not None and previous.status != RunStatus.PAUSED:
+            raise FailedPreconditionError(
+                f"run {previous.id} is {previous.status.name}, not PAUSED: only a paused run can be resumed",
+                reason="NOT_PAUSED", metadata={"run_id": previous.id})
         if previous is not None:
             dsl, canvas_id, revision_id = previous.spec["dsl"], previous.canvas_id, previous.revision_id
         elif request.dsl is not None:
@@ -136,21 +166,36 @@ class Orchestrator:
         else:
             raise InvalidArgumentError.for_field("source", "give a canvas_id, an inline dsl or a session_id")
         canvas = load_for_run(dsl, self._tool_context())
-        spec = self._spec(canvas, request, session, previous)
+        pending = None
+        if previous is not None:
+            pending = list(session.state.get("pending") or []) if session else \
+                await sessions.paused_components(self.store, previous)
+        spec = self._spec(canvas, request, session, previous, pending)
         record = RunRecord(id=secrets.token_hex(16), spec=spec, canvas_id=canvas_id, revision_id=revision_id,
-                           session_id=request.session_id, tenant_id=tenant_id, creator_id=user_id,
+                           session_id=session_id, tenant_id=tenant_id, creator_id=user_id,
                            create_time_ms=int(time.time() * 1000))
         spec["trace_id"] = trace_id_var.get() or new_trace_id()
+        # The one continuation of a paused run is created under a key derived from that run: the
+        # store's unique key decides which of two concurrent resumes proceeds (sessions.py).
+        key = sessions.resume_request_id(previous.id) if previous is not None else request.request_id
         try:
             await self.admission.admit(tenant_id, record.id)  # RESOURCE_EXHAUSTED before any record exists
         except ResourceExhaustedError:
             telemetry.ADMISSION_REJECTED.inc()
             raise
         try:
-            created = await self.store.create_run(record, request.request_id)
+            created = await self.store.create_run(record, key)
         except BaseException:
             await self.admission.release(tenant_id, record.id)
             raise
+        if previous is not None and created.spec.get("resume_claim") != spec["resume_claim"]:
+            if not (request.request_id and created.spec.get("request_id") == request.request_id):
+                await self.admission.release(tenant_id, record.id)
+                raise AbortedError(
+                    f"run {previous.id} was already resumed by run {created.id} (a concurrent turn); this "
+                    "turn was not applied: follow that run, then send the message again",
+                    reason="ALREADY_RESUMED", metadata={"run_id": created.id, "paused_run_id": previous.id})
+            # else: a retry of the request that created it: reattach as for any request_id
         fresh = created.status == RunStatus.PENDING
         # The store assigns the run id: the provisional slot moves to it. A retried request that
         # reattached to a run already under way keeps that run's own slot.
@@ -161,12 +206,16 @@ class Orchestrator:
                 self.admission.forget(created.id)  # not ours to renew: whoever claims it adopts it
         return created
 
-    def _spec(self, canvas, request: RunRequest, session, previous: RunRecord | None) -> dict[str, Any]:
+    def _spec(self, canvas, request: RunRequest, session, previous: RunRecord | None,
+              pending: list[str] | None) -> dict[str, Any]:
         base_globals = copy.deepcopy(previous.spec["globals"]) if previous else copy.deepcopy(canvas.globals)
         history = list((session.state.get("history") if session else None) or [])
         if session:
             base_globals.update((session.state.get("env") or {}) if not previous else {})
-        turns = (session.conversation_turns if session else 0) + 1
+        if session:
+            turns = session.conversation_turns + 1
+        else:  # a run without a session counts its own resumes
+            turns = int((previous.spec["globals"].get("sys.conversation_turns") or 0) if previous else 0) + 1
         globals_ = base_globals
         if request.query or not previous:
             globals_["sys.query"] = request.query or globals_.get("sys.query", "")
@@ -178,11 +227,13 @@ class Orchestrator:
         globals_["sys.date"] = time.strftime("%Y-%m-%d %H:%M:%S")
         spec: dict[str, Any] = {
             "dsl": canvas.dsl, "globals": globals_, "query": request.query, "inputs": dict(request.inputs),
-            "user_id": request.user_id, "history": history, "session_id": request.session_id,
+            "user_id": request.user_id, "history": history, "session_id": session.id if session else "",
+            "request_id": request.request_id,
         }
         if previous is not None:
-            spec.update(resume_from=previous.id, resume_pending=list(session.state.get("pending") or []),
-                        resume_inputs=dict(request.inputs), seed=previous.spec.get("seed", previous.id))
+            spec.update(resume_from=previous.id, resume_pending=list(pending or []),
+                        resume_inputs=dict(request.inputs), seed=previous.spec.get("seed", previous.id),
+                        resume_claim=secrets.token_hex(8))  # tells our continuation from a concurrent one
         return spec
 
     def stream_events(self, run_id: str, after_seq: int = 0) -> AsyncIterator[Event]:

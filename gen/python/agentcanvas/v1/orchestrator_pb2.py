@@ -27,7 +27,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!agentcanvas/v1/orchestrator.proto\x12\x0e\x61gentcanvas.v1\x1a\x1b\x61gentcanvas/v1/common.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x89\x02\n\x10RunCanvasRequest\x12\x13\n\tcanvas_id\x18\x01 \x01(\tH\x00\x12&\n\x03\x64sl\x18\x02 \x01(\x0b\x32\x17.google.protobuf.StructH\x00\x12\x13\n\x0brevision_id\x18\x03 \x01(\t\x12\r\n\x05query\x18\x04 \x01(\t\x12\'\n\x06inputs\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12(\n\x05\x66iles\x18\x06 \x03(\x0b\x32\x19.agentcanvas.v1.InputFile\x12\x12\n\nsession_id\x18\x07 \x01(\t\x12\x0f\n\x07user_id\x18\x08 \x01(\t\x12\x12\n\nrequest_id\x18\t \x01(\tB\x08\n\x06source\";\n\x16StreamRunEventsRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x11\n\tafter_seq\x18\x02 \x01(\x03\"\"\n\x10\x43\x61ncelRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"\x1f\n\rGetRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"\xed\x02\n\x03Run\x12\n\n\x02id\x18\x01 \x01(\t\x12\x11\n\tcanvas_id\x18\x02 \x01(\t\x12\x13\n\x0brevision_id\x18\x03 \x01(\t\x12\x12\n\nsession_id\x18\x04 \x01(\t\x12)\n\x06status\x18\x05 \x01(\x0e\x32\x19.agentcanvas.v1.RunStatus\x12(\n\x07outputs\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\x12*\n\x05\x65rror\x18\x07 \x01(\x0b\x32\x1b.agentcanvas.v1.ErrorDetail\x12)\n\x05usage\x18\x08 \x01(\x0b\x32\x1a.agentcanvas.v1.TokenUsage\x12\x10\n\x08last_seq\x18\t \x01(\x03\x12/\n\x0b\x63reate_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"^\n\x15ValidateCanvasRequest\x12\x13\n\tcanvas_id\x18\x01 \x01(\tH\x00\x12&\n\x03\x64sl\x18\x02 \x01(\x0b\x32\x17.google.protobuf.StructH\x00\x42\x08\n\x06source\"S\n\rCanvasProblem\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\r\n\x05\x66ield\x18\x02 \x01(\t\x12\x0c\n\x04\x63ode\x18\x03 \x01(\t\x12\x0f\n\x07message\x18\x04 \x01(\t\"\x89\x01\n\x16ValidateCanvasResponse\x12\r\n\x05valid\x18\x01 \x01(\x08\x12/\n\x08problems\x18\x02 \x03(\x0b\x32\x1d.agentcanvas.v1.CanvasProblem\x12/\n\x0enormalized_dsl\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"\xfd\x05\n\x08RunEvent\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x0b\n\x03seq\x18\x03 \x01(\x03\x12\x15\n\rcreated_at_ms\x18\x04 \x01(\x03\x12\x10\n\x08trace_id\x18\x05 \x01(\t\x12;\n\x10workflow_started\x18\n \x01(\x0b\x32\x1f.agentcanvas.v1.WorkflowStartedH\x00\x12\x33\n\x0cnode_started\x18\x0b \x01(\x0b\x32\x1b.agentcanvas.v1.NodeStartedH\x00\x12\x35\n\rnode_finished\x18\x0c \x01(\x0b\x32\x1c.agentcanvas.v1.NodeFinishedH\x00\x12\x33\n\x0cnode_skipped\x18\r \x01(\x0b\x32\x1b.agentcanvas.v1.NodeSkippedH\x00\x12\x35\n\rmessage_delta\x18\x0e \x01(\x0b\x32\x1c.agentcanvas.v1.MessageDeltaH\x00\x12\x31\n\x0bthink_start\x18\x0f \x01(\x0b\x32\x1a.agentcanvas.v1.ThinkStartH\x00\x12\x31\n\x0bthink_delta\x18\x10 \x01(\x0b\x32\x1a.agentcanvas.v1.ThinkDeltaH\x00\x12-\n\tthink_end\x18\x11 \x01(\x0b\x32\x18.agentcanvas.v1.ThinkEndH\x00\x12\x31\n\x0bmessage_end\x18\x12 \x01(\x0b\x32\x1a.agentcanvas.v1.MessageEndH\x00\x12\x42\n\x14user_inputs_required\x18\x13 \x01(\x0b\x32\".agentcanvas.v1.UserInputsRequiredH\x00\x12=\n\x11workflow_finished\x18\x14 \x01(\x0b\x32 .agentcanvas.v1.WorkflowFinishedH\x00\x12.\n\theartbeat\x18\x15 \x01(\x0b\x32\x19.agentcanvas.v1.HeartbeatH\x00\x42\x07\n\x05\x65vent\"\x82\x01\n\x0fWorkflowStarted\x12\'\n\x06inputs\x18\x01 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x11\n\tcanvas_id\x18\x02 \x01(\t\x12\x13\n\x0brevision_id\x18\x03 \x01(\t\x12\x0f\n\x07resumed\x18\x04 \x01(\x08\x12\r\n\x05query\x18\x05 \x01(\t\"\x89\x01\n\x0bNodeStarted\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\x16\n\x0e\x63omponent_name\x18\x02 \x01(\t\x12\x16\n\x0e\x63omponent_type\x18\x03 \x01(\t\x12\x11\n\tparent_id\x18\x04 \x01(\t\x12\x10\n\x08thoughts\x18\x05 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x06 \x01(\x05\"\xa9\x02\n\x0cNodeFinished\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\x16\n\x0e\x63omponent_name\x18\x02 \x01(\t\x12\x16\n\x0e\x63omponent_type\x18\x03 \x01(\t\x12\x11\n\tparent_id\x18\x04 \x01(\t\x12\'\n\x06inputs\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12(\n\x07outputs\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\x12*\n\x05\x65rror\x18\x07 \x01(\x0b\x32\x1b.agentcanvas.v1.ErrorDetail\x12\x12\n\nelapsed_ms\x18\x08 \x01(\x03\x12\x0c\n\x04next\x18\t \x03(\t\x12\x0e\n\x06\x62ranch\x18\n \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x0b \x01(\x05\"K\n\x0bNodeSkipped\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\x16\n\x0e\x63omponent_type\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"5\n\x0cMessageDelta\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"\"\n\nThinkStart\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\"3\n\nThinkDelta\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"3\n\x08ThinkEnd\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\x11\n\ttruncated\x18\x02 \x01(\x08\"]\n\x08\x44ownload\x12\x0e\n\x06\x64oc_id\x18\x01 \x01(\t\x12\x10\n\x08\x66ilename\x18\x02 \x01(\t\x12\x11\n\tmime_type\x18\x03 \x01(\t\x12\x0c\n\x04size\x18\x04 \x01(\x03\x12\x0e\n\x06\x62\x61se64\x18\x05 \x01(\t\"\xc9\x01\n\nMessageEnd\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12*\n\treference\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12+\n\tdownloads\x18\x04 \x03(\x0b\x32\x18.agentcanvas.v1.Download\x12\x0e\n\x06status\x18\x05 \x01(\t\x12+\n\nattachment\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\"a\n\x12UserInputsRequired\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\'\n\x06inputs\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0c\n\x04tips\x18\x03 \x01(\t\"\xd2\x01\n\x10WorkflowFinished\x12)\n\x06status\x18\x01 \x01(\x0e\x32\x19.agentcanvas.v1.RunStatus\x12(\n\x07outputs\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12*\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x1b.agentcanvas.v1.ErrorDetail\x12)\n\x05usage\x18\x04 \x01(\x0b\x32\x1a.agentcanvas.v1.TokenUsage\x12\x12\n\nelapsed_ms\x18\x05 \x01(\x03\"\x0b\n\tHeartbeat2\x93\x03\n\x0cOrchestrator\x12I\n\tRunCanvas\x12 .agentcanvas.v1.RunCanvasRequest\x1a\x18.agentcanvas.v1.RunEvent0\x01\x12U\n\x0fStreamRunEvents\x12&.agentcanvas.v1.StreamRunEventsRequest\x1a\x18.agentcanvas.v1.RunEvent0\x01\x12\x42\n\tCancelRun\x12 .agentcanvas.v1.CancelRunRequest\x1a\x13.agentcanvas.v1.Run\x12<\n\x06GetRun\x12\x1d.agentcanvas.v1.GetRunRequest\x1a\x13.agentcanvas.v1.Run\x12_\n\x0eValidateCanvas\x12%.agentcanvas.v1.ValidateCanvasRequest\x1a&.agentcanvas.v1.ValidateCanvasResponseB\x84\x01\n\x12\x64\x65v.agentcanvas.v1B\x11OrchestratorProtoP\x01ZHgithub.com/agent-canvas/agent-canvas/gen/go/agentcanvas/v1;agentcanvasv1\xaa\x02\x0e\x41gentCanvas.V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!agentcanvas/v1/orchestrator.proto\x12\x0e\x61gentcanvas.v1\x1a\x1b\x61gentcanvas/v1/common.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa0\x02\n\x10RunCanvasRequest\x12\x13\n\tcanvas_id\x18\x01 \x01(\tH\x00\x12&\n\x03\x64sl\x18\x02 \x01(\x0b\x32\x17.google.protobuf.StructH\x00\x12\x13\n\x0brevision_id\x18\x03 \x01(\t\x12\r\n\x05query\x18\x04 \x01(\t\x12\'\n\x06inputs\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12(\n\x05\x66iles\x18\x06 \x03(\x0b\x32\x19.agentcanvas.v1.InputFile\x12\x12\n\nsession_id\x18\x07 \x01(\t\x12\x0f\n\x07user_id\x18\x08 \x01(\t\x12\x12\n\nrequest_id\x18\t \x01(\t\x12\x15\n\rresume_run_id\x18\n \x01(\tB\x08\n\x06source\";\n\x16StreamRunEventsRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x11\n\tafter_seq\x18\x02 \x01(\x03\"\"\n\x10\x43\x61ncelRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"\x1f\n\rGetRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"\xed\x02\n\x03Run\x12\n\n\x02id\x18\x01 \x01(\t\x12\x11\n\tcanvas_id\x18\x02 \x01(\t\x12\x13\n\x0brevision_id\x18\x03 \x01(\t\x12\x12\n\nsession_id\x18\x04 \x01(\t\x12)\n\x06status\x18\x05 \x01(\x0e\x32\x19.agentcanvas.v1.RunStatus\x12(\n\x07outputs\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\x12*\n\x05\x65rror\x18\x07 \x01(\x0b\x32\x1b.agentcanvas.v1.ErrorDetail\x12)\n\x05usage\x18\x08 \x01(\x0b\x32\x1a.agentcanvas.v1.TokenUsage\x12\x10\n\x08last_seq\x18\t \x01(\x03\x12/\n\x0b\x63reate_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"^\n\x15ValidateCanvasRequest\x12\x13\n\tcanvas_id\x18\x01 \x01(\tH\x00\x12&\n\x03\x64sl\x18\x02 \x01(\x0b\x32\x17.google.protobuf.StructH\x00\x42\x08\n\x06source\"S\n\rCanvasProblem\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\r\n\x05\x66ield\x18\x02 \x01(\t\x12\x0c\n\x04\x63ode\x18\x03 \x01(\t\x12\x0f\n\x07message\x18\x04 \x01(\t\"\x89\x01\n\x16ValidateCanvasResponse\x12\r\n\x05valid\x18\x01 \x01(\x08\x12/\n\x08problems\x18\x02 \x03(\x0b\x32\x1d.agentcanvas.v1.CanvasProblem\x12/\n\x0enormalized_dsl\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"\xfd\x05\n\x08RunEvent\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x0b\n\x03seq\x18\x03 \x01(\x03\x12\x15\n\rcreated_at_ms\x18\x04 \x01(\x03\x12\x10\n\x08trace_id\x18\x05 \x01(\t\x12;\n\x10workflow_started\x18\n \x01(\x0b\x32\x1f.agentcanvas.v1.WorkflowStartedH\x00\x12\x33\n\x0cnode_started\x18\x0b \x01(\x0b\x32\x1b.agentcanvas.v1.NodeStartedH\x00\x12\x35\n\rnode_finished\x18\x0c \x01(\x0b\x32\x1c.agentcanvas.v1.NodeFinishedH\x00\x12\x33\n\x0cnode_skipped\x18\r \x01(\x0b\x32\x1b.agentcanvas.v1.NodeSkippedH\x00\x12\x35\n\rmessage_delta\x18\x0e \x01(\x0b\x32\x1c.agentcanvas.v1.MessageDeltaH\x00\x12\x31\n\x0bthink_start\x18\x0f \x01(\x0b\x32\x1a.agentcanvas.v1.ThinkStartH\x00\x12\x31\n\x0bthink_delta\x18\x10 \x01(\x0b\x32\x1a.agentcanvas.v1.ThinkDeltaH\x00\x12-\n\tthink_end\x18\x11 \x01(\x0b\x32\x18.agentcanvas.v1.ThinkEndH\x00\x12\x31\n\x0bmessage_end\x18\x12 \x01(\x0b\x32\x1a.agentcanvas.v1.MessageEndH\x00\x12\x42\n\x14user_inputs_required\x18\x13 \x01(\x0b\x32\".agentcanvas.v1.UserInputsRequiredH\x00\x12=\n\x11workflow_finished\x18\x14 \x01(\x0b\x32 .agentcanvas.v1.WorkflowFinishedH\x00\x12.\n\theartbeat\x18\x15 \x01(\x0b\x32\x19.agentcanvas.v1.HeartbeatH\x00\x42\x07\n\x05\x65vent\"\x82\x01\n\x0fWorkflowStarted\x12\'\n\x06inputs\x18\x01 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x11\n\tcanvas_id\x18\x02 \x01(\t\x12\x13\n\x0brevision_id\x18\x03 \x01(\t\x12\x0f\n\x07resumed\x18\x04 \x01(\x08\x12\r\n\x05query\x18\x05 \x01(\t\"\x89\x01\n\x0bNodeStarted\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\x16\n\x0e\x63omponent_name\x18\x02 \x01(\t\x12\x16\n\x0e\x63omponent_type\x18\x03 \x01(\t\x12\x11\n\tparent_id\x18\x04 \x01(\t\x12\x10\n\x08thoughts\x18\x05 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x06 \x01(\x05\"\xa9\x02\n\x0cNodeFinished\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\x16\n\x0e\x63omponent_name\x18\x02 \x01(\t\x12\x16\n\x0e\x63omponent_type\x18\x03 \x01(\t\x12\x11\n\tparent_id\x18\x04 \x01(\t\x12\'\n\x06inputs\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12(\n\x07outputs\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\x12*\n\x05\x65rror\x18\x07 \x01(\x0b\x32\x1b.agentcanvas.v1.ErrorDetail\x12\x12\n\nelapsed_ms\x18\x08 \x01(\x03\x12\x0c\n\x04next\x18\t \x03(\t\x12\x0e\n\x06\x62ranch\x18\n \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x0b \x01(\x05\"K\n\x0bNodeSkipped\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\x16\n\x0e\x63omponent_type\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"5\n\x0cMessageDelta\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"\"\n\nThinkStart\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\"3\n\nThinkDelta\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"3\n\x08ThinkEnd\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\x11\n\ttruncated\x18\x02 \x01(\x08\"]\n\x08\x44ownload\x12\x0e\n\x06\x64oc_id\x18\x01 \x01(\t\x12\x10\n\x08\x66ilename\x18\x02 \x01(\t\x12\x11\n\tmime_type\x18\x03 \x01(\t\x12\x0c\n\x04size\x18\x04 \x01(\x03\x12\x0e\n\x06\x62\x61se64\x18\x05 \x01(\t\"\xc9\x01\n\nMessageEnd\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12*\n\treference\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12+\n\tdownloads\x18\x04 \x03(\x0b\x32\x18.agentcanvas.v1.Download\x12\x0e\n\x06status\x18\x05 \x01(\t\x12+\n\nattachment\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\"a\n\x12UserInputsRequired\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\'\n\x06inputs\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0c\n\x04tips\x18\x03 \x01(\t\"\xd2\x01\n\x10WorkflowFinished\x12)\n\x06status\x18\x01 \x01(\x0e\x32\x19.agentcanvas.v1.RunStatus\x12(\n\x07outputs\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12*\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x1b.agentcanvas.v1.ErrorDetail\x12)\n\x05usage\x18\x04 \x01(\x0b\x32\x1a.agentcanvas.v1.TokenUsage\x12\x12\n\nelapsed_ms\x18\x05 \x01(\x03\"\x0b\n\tHeartbeat2\x93\x03\n\x0cOrchestrator\x12I\n\tRunCanvas\x12 .agentcanvas.v1.RunCanvasRequest\x1a\x18.agentcanvas.v1.RunEvent0\x01\x12U\n\x0fStreamRunEvents\x12&.agentcanvas.v1.StreamRunEventsRequest\x1a\x18.agentcanvas.v1.RunEvent0\x01\x12\x42\n\tCancelRun\x12 .agentcanvas.v1.CancelRunRequest\x1a\x13.agentcanvas.v1.Run\x12<\n\x06GetRun\x12\x1d.agentcanvas.v1.GetRunRequest\x1a\x13.agentcanvas.v1.Run\x12_\n\x0eValidateCanvas\x12%.agentcanvas.v1.ValidateCanvasRequest\x1a&.agentcanvas.v1.ValidateCanvasResponseB\x84\x01\n\x12\x64\x65v.agentcanvas.v1B\x11OrchestratorProtoP\x01ZHgithub.com/agent-canvas/agent-canvas/gen/go/agentcanvas/v1;agentcanvasv1\xaa\x02\x0e\x41gentCanvas.V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,49 +36,49 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\022dev.agentcanvas.v1B\021OrchestratorProtoP\001ZHgithub.com/agent-canvas/agent-canvas/gen/go/agentcanvas/v1;agentcanvasv1\252\002\016AgentCanvas.V1'
   _globals['_RUNCANVASREQUEST']._serialized_start=146
-  _globals['_RUNCANVASREQUEST']._serialized_end=411
-  _globals['_STREAMRUNEVENTSREQUEST']._serialized_start=413
-  _globals['_STREAMRUNEVENTSREQUEST']._serialized_end=472
-  _globals['_CANCELRUNREQUEST']._serialized_start=474
-  _globals['_CANCELRUNREQUEST']._serialized_end=508
-  _globals['_GETRUNREQUEST']._serialized_start=510
-  _globals['_GETRUNREQUEST']._serialized_end=541
-  _globals['_RUN']._serialized_start=544
-  _globals['_RUN']._serialized_end=909
-  _globals['_VALIDATECANVASREQUEST']._serialized_start=911
-  _globals['_VALIDATECANVASREQUEST']._serialized_end=1005
-  _globals['_CANVASPROBLEM']._serialized_start=1007
-  _globals['_CANVASPROBLEM']._serialized_end=1090
-  _globals['_VALIDATECANVASRESPONSE']._serialized_start=1093
-  _globals['_VALIDATECANVASRESPONSE']._serialized_end=1230
-  _globals['_RUNEVENT']._serialized_start=1233
-  _globals['_RUNEVENT']._serialized_end=1998
-  _globals['_WORKFLOWSTARTED']._serialized_start=2001
-  _globals['_WORKFLOWSTARTED']._serialized_end=2131
-  _globals['_NODESTARTED']._serialized_start=2134
-  _globals['_NODESTARTED']._serialized_end=2271
-  _globals['_NODEFINISHED']._serialized_start=2274
-  _globals['_NODEFINISHED']._serialized_end=2571
-  _globals['_NODESKIPPED']._serialized_start=2573
-  _globals['_NODESKIPPED']._serialized_end=2648
-  _globals['_MESSAGEDELTA']._serialized_start=2650
-  _globals['_MESSAGEDELTA']._serialized_end=2703
-  _globals['_THINKSTART']._serialized_start=2705
-  _globals['_THINKSTART']._serialized_end=2739
-  _globals['_THINKDELTA']._serialized_start=2741
-  _globals['_THINKDELTA']._serialized_end=2792
-  _globals['_THINKEND']._serialized_start=2794
-  _globals['_THINKEND']._serialized_end=2845
-  _globals['_DOWNLOAD']._serialized_start=2847
-  _globals['_DOWNLOAD']._serialized_end=2940
-  _globals['_MESSAGEEND']._serialized_start=2943
-  _globals['_MESSAGEEND']._serialized_end=3144
-  _globals['_USERINPUTSREQUIRED']._serialized_start=3146
-  _globals['_USERINPUTSREQUIRED']._serialized_end=3243
-  _globals['_WORKFLOWFINISHED']._serialized_start=3246
-  _globals['_WORKFLOWFINISHED']._serialized_end=3456
-  _globals['_HEARTBEAT']._serialized_start=3458
-  _globals['_HEARTBEAT']._serialized_end=3469
-  _globals['_ORCHESTRATOR']._serialized_start=3472
-  _globals['_ORCHESTRATOR']._serialized_end=3875
+  _globals['_RUNCANVASREQUEST']._serialized_end=434
+  _globals['_STREAMRUNEVENTSREQUEST']._serialized_start=436
+  _globals['_STREAMRUNEVENTSREQUEST']._serialized_end=495
+  _globals['_CANCELRUNREQUEST']._serialized_start=497
+  _globals['_CANCELRUNREQUEST']._serialized_end=531
+  _globals['_GETRUNREQUEST']._serialized_start=533
+  _globals['_GETRUNREQUEST']._serialized_end=564
+  _globals['_RUN']._serialized_start=567
+  _globals['_RUN']._serialized_end=932
+  _globals['_VALIDATECANVASREQUEST']._serialized_start=934
+  _globals['_VALIDATECANVASREQUEST']._serialized_end=1028
+  _globals['_CANVASPROBLEM']._serialized_start=1030
+  _globals['_CANVASPROBLEM']._serialized_end=1113
+  _globals['_VALIDATECANVASRESPONSE']._serialized_start=1116
+  _globals['_VALIDATECANVASRESPONSE']._serialized_end=1253
+  _globals['_RUNEVENT']._serialized_start=1256
+  _globals['_RUNEVENT']._serialized_end=2021
+  _globals['_WORKFLOWSTARTED']._serialized_start=2024
+  _globals['_WORKFLOWSTARTED']._serialized_end=2154
+  _globals['_NODESTARTED']._serialized_start=2157
+  _globals['_NODESTARTED']._serialized_end=2294
+  _globals['_NODEFINISHED']._serialized_start=2297
+  _globals['_NODEFINISHED']._serialized_end=2594
+  _globals['_NODESKIPPED']._serialized_start=2596
+  _globals['_NODESKIPPED']._serialized_end=2671
+  _globals['_MESSAGEDELTA']._serialized_start=2673
+  _globals['_MESSAGEDELTA']._serialized_end=2726
+  _globals['_THINKSTART']._serialized_start=2728
+  _globals['_THINKSTART']._serialized_end=2762
+  _globals['_THINKDELTA']._serialized_start=2764
+  _globals['_THINKDELTA']._serialized_end=2815
+  _globals['_THINKEND']._serialized_start=2817
+  _globals['_THINKEND']._serialized_end=2868
+  _globals['_DOWNLOAD']._serialized_start=2870
+  _globals['_DOWNLOAD']._serialized_end=2963
+  _globals['_MESSAGEEND']._serialized_start=2966
+  _globals['_MESSAGEEND']._serialized_end=3167
+  _globals['_USERINPUTSREQUIRED']._serialized_start=3169
+  _globals['_USERINPUTSREQUIRED']._serialized_end=3266
+  _globals['_WORKFLOWFINISHED']._serialized_start=3269
+  _globals['_WORKFLOWFINISHED']._serialized_end=3479
+  _globals['_HEARTBEAT']._serialized_start=3481
+  _globals['_HEARTBEAT']._serialized_end=3492
+  _globals['_ORCHESTRATOR']._serialized_start=3495
+  _globals['_ORCHESTRATOR']._serialized_end=3898
 # @@protoc_insertion_point(module_scope)
