@@ -8,8 +8,18 @@ STORE_BENCH_POSTGRES_URL / STORE_BENCH_MYSQL_URL), starts the store as a separat
 (`python -m services.canvas_store --config ...`) and measures:
 
 - get / update: ops/s over gRPC (GetCanvas; UpdateCanvas of the description with the etag) and ops/s
-  of the same statements in raw SQLAlchemy Core (SELECT by id; UPDATE ... WHERE id AND etag), both with
-  the same number of concurrent workers (`--concurrency`: in-flight RPCs vs threads), and their ratio.
+  of the same operation in raw SQLAlchemy Core, both with the same number of concurrent workers
+  (`--concurrency`: in-flight RPCs vs threads), and their ratio. "The same operation" means:
+  - get: SELECT of the columns a GetCanvas returns (every canvas column but the internal title_key and
+    revision_counter), by primary key, as one statement in autocommit mode, rows through Core's result
+    processors (JSON decoded): what the store's point read does.
+  - update: the conditional write on the etag that returns the updated resource (AIP-134), i.e.
+    `UPDATE ... SET description, etag, update_time WHERE id AND etag RETURNING <those columns>` as one
+    autocommit statement (on MariaDB, which has no UPDATE ... RETURNING: UPDATE then SELECT in one
+    transaction), and on SQLite under the same in-process writer lock the store takes, so neither side
+    spins in SQLite's busy handler. A row count other than 1 fails the run.
+  Both sides use the same engine settings (`open_database`); the raw side does no authentication,
+  policy check or protobuf conversion, which is the overhead the ratio measures.
 - list: p50 latency of ListCanvases (50 per page, update_time desc, paging forward through the
   100,000 canvases) and of the equivalent raw keyset SELECT.
 - commit: p50 latency of CommitRunStep (one step + two events) over gRPC and through the store's
@@ -55,6 +65,8 @@ from services.common.clients import create_channel
 TENANT, USER, TOKEN = "bench", "bench-user", "bench-token-" + secrets.token_hex(8)
 POSTGRES_URL = os.environ.get("STORE_BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 MYSQL_URL = os.environ.get("STORE_BENCH_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/")
+RESOURCE_COLUMNS = [c for c in canvases.c if c.name not in ("title_key", "revision_counter")]
+"""What a GetCanvas / UpdateCanvas returns (the store's point read selects exactly these)."""
 DSL = {
     "components": {
         "begin": {"obj": {"component_name": "Begin", "params": {"prologue": "Hi! How can I help?"}},
@@ -216,9 +228,12 @@ async def bench_get(kind, stub, metadata, db, ids, seconds, concurrency) -> None
     async def ours(_index: int) -> None:
         await stub.GetCanvas(pb.GetCanvasRequest(id=ids[next(counter) % len(ids)]), metadata=metadata)
 
+    autocommit = db.engine.execution_options(isolation_level="AUTOCOMMIT")
+    query = sa.select(*RESOURCE_COLUMNS).where(canvases.c.id == sa.bindparam("b_id"))
+
     def raw(_index: int) -> None:
-        with db.engine.connect() as conn:
-            conn.execute(sa.select(canvases).where(canvases.c.id == ids[next(counter) % len(ids)])).one()
+        with autocommit.connect() as conn:
+            conn.execute(query, {"b_id": ids[next(counter) % len(ids)]}).one()
 
     ours_rate = await grpc_rate(ours, concurrency, seconds)
     raw_ops = raw_rate(raw, concurrency, seconds)
@@ -245,13 +260,27 @@ async def bench_update(kind, stub, metadata, db, ids, seconds, concurrency) -> N
             metadata=metadata)
         etags[cid] = reply.etag
 
+    returning = db.engine.dialect.update_returning
+    statement = sa.update(canvases).where(canvases.c.id == sa.bindparam("b_id"), canvases.c.etag == sa.bindparam("b_etag"))
+    if returning:
+        statement = statement.returning(*RESOURCE_COLUMNS)
+    read_back = sa.select(*RESOURCE_COLUMNS).where(canvases.c.id == sa.bindparam("b_id"))
+    engine = db.engine.execution_options(isolation_level="AUTOCOMMIT") if returning else db.engine
+    lock = db.write_lock or contextlib.nullcontext()
+
     def raw(index: int) -> None:
         cid = raw_targets[index]
         new = secrets.token_hex(8)
-        with db.engine.begin() as conn:
-            result = conn.execute(sa.update(canvases).where(canvases.c.id == cid, canvases.c.etag == etags[cid]).values(
-                description=f"d{time.perf_counter_ns()}", etag=new, update_time=time.time_ns() // 1_000_000))
-            assert result.rowcount == 1
+        params = {"b_id": cid, "b_etag": etags[cid], "description": f"d{time.perf_counter_ns()}", "etag": new,
+                  "update_time": time.time_ns() // 1_000_000}
+        with lock, engine.connect() as conn:
+            if returning:
+                row = conn.execute(statement, params).one()
+            else:
+                assert conn.execute(statement, params).rowcount == 1
+                row = conn.execute(read_back, {"b_id": cid}).one()
+                conn.commit()
+        assert row.etag == new
         etags[cid] = new
 
     ours_rate = await grpc_rate(ours, concurrency, seconds)

@@ -81,10 +81,16 @@ class StoreApp:
         self.settings = settings
         self.db = sql_engine.open_database(settings.database_url, pool_size=settings.db_pool_size)
         self.pool = ThreadPoolExecutor(max_workers=settings.db_pool_size, thread_name_prefix="canvas-store-db")
+        # SQLite statements take tens of microseconds and hold the GIL for most of it, so the hop to a pool
+        # thread (and the GIL contention between pool threads) costs more than the statement: run them on
+        # the event loop's thread instead. The price: a write waiting for another process's SQLite lock
+        # blocks this process's loop for up to busy_timeout.
+        self.inline = settings.sqlite_inline and self.db.backend == "sqlite"
         self.notifier = RunNotifier()
         self.closing = asyncio.Event()
         self._known_users: set[tuple[str, str]] = set()
         self._known_lock = threading.Lock()
+        self._closed = False
         self.tenants = TenantRepository(self.db)
         self.canvas_repo = CanvasRepository(self.db, settings.keep_draft_revisions)
         self.session_repo = SessionRepository(self.db, settings.session_history_max)
@@ -114,6 +120,7 @@ class StoreApp:
                                max_spec_bytes=self.settings.max_dsl_bytes + (1 << 20))
 
     def close(self) -> None:
+        self._closed = True
         self.pool.shutdown(wait=True)
         self.db.dispose()
 
@@ -135,7 +142,11 @@ class StoreApp:
         return await self.blocking(lambda: function(self.caller(identity), *args, **kwargs))
 
     async def blocking(self, function: Callable[..., T], *args: Any) -> T:
-        """Run a blocking function on the DB pool without a caller."""
+        """Run a blocking function on the DB pool (inline on SQLite, see `inline`) without a caller."""
+        if self.inline:
+            if self._closed:
+                raise UnavailableError("the store is shutting down; retry", reason="SHUTTING_DOWN")
+            return function(*args)
         try:
             future = asyncio.get_running_loop().run_in_executor(self.pool, lambda: function(*args))
         except RuntimeError:  # the pool is shut down: we are draining

@@ -32,6 +32,8 @@ class StoreSettings:
     """request_id keys are kept at least this long (AIP-155 asks for 60 minutes or more)."""
     default_lease_ttl_ms: int = 15_000
     max_lease_ttl_ms: int = 600_000
+    sqlite_inline: bool = True
+    """On SQLite, run statements on the gRPC event loop's thread instead of the DB pool (see app.StoreApp)."""
     auto_migrate: bool = True
     """Apply Alembic migrations at start-up."""
     seed_templates: bool = True
@@ -60,6 +62,7 @@ class StoreSettings:
             idempotency_ttl_s=positive("idempotency_ttl_s", 24 * 3600, minimum=3600),
             default_lease_ttl_ms=positive("default_lease_ttl_ms", 15_000, minimum=100),
             max_lease_ttl_ms=positive("max_lease_ttl_ms", 600_000, minimum=100),
+            sqlite_inline=bool(section.get("sqlite_inline", True)),
             auto_migrate=bool(section.get("auto_migrate", True)),
             seed_templates=bool(section.get("seed_templates", True)),
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,13 +17,16 @@ from services.canvas_store.core.types import (
     Canvas, Category, DslChange, JsonObject, Page, Permission, Revision, Template,
 )
 from services.common.errors import (
-    AbortedError, FailedPreconditionError, InvalidArgumentError, NotFoundError,
+    AbortedError, FailedPreconditionError, InvalidArgumentError, NotFoundError, PermissionDeniedError,
 )
 
 logger = logging.getLogger(__name__)
 
 LATEST = "latest"
 PUBLISHED = "published"
+QUICK_PATHS = frozenset({"description", "avatar"})
+"""Update masks within these take the single-statement path (`_quick_update`)."""
+_FACTS_MAX = 4096
 
 
 @dataclass
@@ -50,6 +54,11 @@ class CanvasService:
         self._tenants = tenants
         self._tokens = tokens
         self._max_dsl_bytes = max_dsl_bytes
+        # canvas id -> (etag, policy target) as last read or written here. A write conditional on that
+        # etag can only apply while the row still has it, so the facts are exact for such a write; any
+        # other write to the row (permission change, delete, another replica) changes the etag.
+        self._facts: dict[str, tuple[str, Target]] = {}
+        self._facts_lock = threading.Lock()
 
     # ---- canvases --------------------------------------------------------------------------------
 
@@ -92,6 +101,7 @@ class CanvasService:
 
     def get(self, caller: Caller, canvas_id: str) -> Canvas:
         canvas = self._load(caller, canvas_id, Action.READ)
+        self._remember(canvas)
         return canvas
 
     def update(self, caller: Caller, canvas_id: str, data: CanvasInput, mask_paths: list[str], *,
@@ -133,6 +143,10 @@ class CanvasService:
             return changes, change
 
         validation.resource_id(canvas_id, "id")
+        if not validate_only and changes and frozenset(paths) <= QUICK_PATHS:
+            quick = self._quick_update(caller, canvas_id, data.etag, changes)
+            if quick is not None:
+                return quick
         if validate_only:
             current = self._load(caller, canvas_id, Action.EDIT)
             prepare(current)
@@ -144,6 +158,38 @@ class CanvasService:
         if updated is None:
             raise NotFoundError(f"canvas {canvas_id!r} not found", resource_type="canvas", resource_name=canvas_id)
         return updated
+
+    def _quick_update(self, caller: Caller, canvas_id: str, etag: str, changes: dict[str, Any]) -> Canvas | None:
+        """Description/avatar changes as one conditional UPDATE ... RETURNING; None = take the regular path.
+
+        The same policy decides: on the facts remembered for this exact etag (then the statement runs alone),
+        else on the updated row inside the transaction before it commits (the fields changed here are not
+        ones the policy looks at). No row matched, or remembered facts that deny, go the regular path,
+        which reports NOT_FOUND or ABORTED exactly as before.
+        """
+        def check(current: Canvas) -> None:
+            authorize(caller, Action.EDIT, canvas_target(current))
+
+        known = self._facts.get(canvas_id) if etag else None
+        updated = None
+        if known is not None and known[0] == etag:
+            try:
+                authorize(caller, Action.EDIT, known[1])
+            except (NotFoundError, PermissionDeniedError):
+                return None
+            updated = self._canvases.update_fields(canvas_id, etag, changes, None)
+        elif etag:
+            updated = self._canvases.update_fields(canvas_id, etag, changes, check)
+        if updated is not None:
+            self._remember(updated)
+        return updated
+
+    def _remember(self, canvas: Canvas) -> None:
+        with self._facts_lock:
+            if len(self._facts) >= _FACTS_MAX:  # drop the oldest entry; exactness never depends on the cache
+                self._facts.pop(next(iter(self._facts)))
+            self._facts.pop(canvas.id, None)
+            self._facts[canvas.id] = (canvas.etag, canvas_target(canvas))
 
     def delete(self, caller: Caller, canvas_id: str, etag: str = "") -> None:
         current = self._load(caller, canvas_id, Action.MANAGE, with_dsl=False)

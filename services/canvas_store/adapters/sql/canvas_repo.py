@@ -17,6 +17,7 @@ from sqlalchemy import exc
 from sqlalchemy.engine import Connection
 
 from services.canvas_store.adapters.sql.engine import Database
+from services.canvas_store.adapters.sql.fastpath import ConditionalUpdate, PointRead
 from services.canvas_store.adapters.sql.models import canvas_tags, canvases, idempotency_keys, revisions, sessions
 from services.canvas_store.core.filters import CanvasFilter, Ordering
 from services.canvas_store.core.ids import new_etag, new_id, now_ms
@@ -27,7 +28,10 @@ logger = logging.getLogger(__name__)
 
 Prepare = Callable[[Canvas], tuple[dict[str, Any], DslChange | None]]
 
-_SUMMARY_COLUMNS = [c for c in canvases.c if c.name not in ("dsl", "title_key", "revision_counter")]
+_CANVAS_COLUMNS = [c for c in canvases.c if c.name not in ("title_key", "revision_counter")]
+_SUMMARY_COLUMNS = [c for c in _CANVAS_COLUMNS if c.name != "dsl"]
+QUICK_UPDATE_FIELDS = frozenset({"description", "avatar"})
+"""Fields `update_fields` may set: plain columns with no index, revision or tag side effects."""
 _REVISION_SUMMARY = [c for c in revisions.c if c.name != "dsl"]
 
 # Hot-path statements are built once: SQLAlchemy then skips coercion and cache-key work per call.
@@ -41,7 +45,10 @@ _CONDITIONAL_UPDATE = sa.update(canvases).where(canvases.c.id == sa.bindparam("b
 
 
 def canvas_from_row(row: Any) -> Canvas:
-    mapping = row._mapping
+    return canvas_from_mapping(row._mapping)
+
+
+def canvas_from_mapping(mapping: Any) -> Canvas:
     return Canvas(
         id=mapping["id"], tenant_id=mapping["tenant_id"], owner_id=mapping["owner_id"], title=mapping["title"],
         description=mapping["description"], avatar=mapping["avatar"], permission=Permission(mapping["permission"]),
@@ -66,10 +73,15 @@ class CanvasRepository:
     def __init__(self, db: Database, keep_draft_revisions: int):
         self._db = db
         self._keep_drafts = keep_draft_revisions
+        self._point_read = PointRead(db, canvases, _CANVAS_COLUMNS, canvases.c.id)
+        self._quick_update = ConditionalUpdate(db, canvases, _CANVAS_COLUMNS)
 
     # ---- reads -----------------------------------------------------------------------------------
 
     def get_canvas(self, canvas_id: str, *, with_dsl: bool = True) -> Canvas | None:
+        if with_dsl:  # the GetCanvas hot path: one statement on the DBAPI fast path
+            found = self._point_read(canvas_id)
+            return canvas_from_mapping(found) if found is not None else None
         with self._db.read() as conn:
             row = conn.execute(_GET_FULL if with_dsl else _GET_SUMMARY, {"b_id": canvas_id}).first()
         return canvas_from_row(row) if row else None
@@ -207,6 +219,20 @@ class CanvasRepository:
         """Apply `changes` (attribute -> value) and an optional DSL change if the etag still matches."""
         with self._db.write() as conn:
             return self._apply(conn, current, expected_etag, changes, change)
+
+    def update_fields(self, canvas_id: str, expected_etag: str, changes: dict[str, Any],
+                      check: Callable[[Canvas], None] | None) -> Canvas | None:
+        """Set plain fields (QUICK_UPDATE_FIELDS) with one conditional UPDATE ... RETURNING on the fast path.
+
+        `check(updated)` runs before the commit (raising rolls back); without it the statement runs alone in
+        autocommit, for callers that already decided on facts tied to `expected_etag`. None when no row
+        matched (unknown id or stale etag): the caller finds out which on the regular path.
+        """
+        assert changes and frozenset(changes) <= QUICK_UPDATE_FIELDS, changes
+        values = {**changes, "etag": new_etag(), "update_time": now_ms()}
+        row = self._quick_update(canvas_id, expected_etag, values,
+                                 None if check is None else lambda found: check(canvas_from_mapping(found)))
+        return canvas_from_mapping(row) if row is not None else None
 
     def update_canvas_locked(self, canvas_id: str, prepare: Prepare) -> Canvas | None:
         """Read the canvas with its row locked, let `prepare` (the core's rules) decide the change, apply it.

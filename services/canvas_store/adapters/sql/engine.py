@@ -118,7 +118,10 @@ def _install_sqlite_hooks(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
-        immediate = connection.get_execution_options().get(_WRITE, False)
+        options = connection.get_execution_options()
+        if options.get("isolation_level") == "AUTOCOMMIT":  # each statement is its own transaction
+            return
+        immediate = options.get(_WRITE, False)
         connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
