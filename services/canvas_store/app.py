@@ -111,13 +111,35 @@ class StoreApp:
         secret = (self.settings.page_token_secret.encode() if self.settings.page_token_secret
                   else self.tenants.page_token_secret())
         tokens = PageTokenCodec(secret, self.settings.page_token_ttl_s)
-        self.canvases = CanvasService(self.canvas_repo, self.tenants, tokens, max_dsl_bytes=self.settings.max_dsl_bytes)
+        self.canvases = CanvasService(self.canvas_repo, self.tenants, tokens, max_dsl_bytes=self.settings.max_dsl_bytes,
+                                      deleted_retention_s=self.settings.deleted_retention_s)
         self.sessions = SessionService(self.canvas_repo, self.session_repo, self.tenants, tokens,
                                        max_state_bytes=self.settings.max_dsl_bytes)
         self.runs = RunService(self.run_repo, self.canvas_repo, self.session_repo, tokens,
                                default_ttl_ms=self.settings.default_lease_ttl_ms,
                                max_ttl_ms=self.settings.max_lease_ttl_ms,
                                max_spec_bytes=self.settings.max_dsl_bytes + (1 << 20))
+
+    async def purge_periodically(self) -> None:
+        """Every `purge_interval_s`, hard-delete the soft-deleted canvases whose expire_time has passed.
+
+        Each store replica runs it; the row locks (and SQLite's writer lock) make concurrent purges harmless.
+        """
+        interval = self.settings.purge_interval_s
+        while not self.closing.is_set():
+            try:
+                await asyncio.wait_for(self.closing.wait(), timeout=interval)
+                return
+            except TimeoutError:
+                pass
+            try:
+                purged = await self.blocking(self.canvases.purge_expired)
+                if purged:
+                    logger.info("purged %d expired soft-deleted canvases", purged)
+            except UnavailableError:
+                return
+            except Exception:  # keep purging later; one failed round must not stop the loop
+                logger.exception("purging expired canvases failed")
 
     def close(self) -> None:
         self._closed = True
@@ -166,11 +188,17 @@ def build_service(config: Config) -> tuple[ServiceDefinition, StoreApp]:
     app = StoreApp(StoreSettings.from_config(config))
     servicer = CanvasStoreServicer(app)
 
+    purger: list[asyncio.Task] = []
+
     async def start() -> None:
         await app.blocking(app.open)
+        if app.settings.purge_interval_s > 0:
+            purger.append(asyncio.create_task(app.purge_periodically(), name="canvas-store-purge"))
 
     async def stop(_grace: float) -> None:
-        app.closing.set()  # watchers end with UNAVAILABLE and clients reattach elsewhere
+        app.closing.set()  # watchers end with UNAVAILABLE and clients reattach elsewhere; the purge loop ends
+        for task in purger:
+            await task
         await asyncio.get_running_loop().run_in_executor(None, app.close)
 
     definition = ServiceDefinition(

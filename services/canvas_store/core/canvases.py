@@ -10,14 +10,14 @@ from typing import Any
 from services.canvas_store.core import validation
 from services.canvas_store.core.dsl import content_hash, detect_category, validate_dsl
 from services.canvas_store.core.filters import parse_filter, parse_order_by
-from services.canvas_store.core.ids import new_etag, new_id
+from services.canvas_store.core.ids import new_etag, new_id, now_ms
 from services.canvas_store.core.page_tokens import PageTokenCodec
 from services.canvas_store.core.policy import Action, Caller, Kind, Target, authorize
 from services.canvas_store.core.types import (
     Canvas, Category, DslChange, JsonObject, Page, Permission, Revision, Template,
 )
 from services.common.errors import (
-    AbortedError, FailedPreconditionError, InvalidArgumentError, NotFoundError, PermissionDeniedError,
+    AbortedError, AlreadyExistsError, FailedPreconditionError, InvalidArgumentError, NotFoundError, PermissionDeniedError,
 )
 
 logger = logging.getLogger(__name__)
@@ -48,12 +48,20 @@ def canvas_target(canvas: Canvas) -> Target:
     return Target(Kind.CANVAS, canvas.tenant_id, canvas.id, owner_id=canvas.owner_id, permission=canvas.permission)
 
 
+def ensure_live(canvas: Canvas) -> None:
+    """Writes, new sessions and new runs need a canvas that is not soft-deleted (reads are fine: AIP-164)."""
+    if canvas.deleted:
+        raise FailedPreconditionError(f"canvas {canvas.id!r} is deleted; undelete it first", reason="CANVAS_DELETED")
+
+
 class CanvasService:
-    def __init__(self, canvases: Any, tenants: Any, tokens: PageTokenCodec, *, max_dsl_bytes: int):
+    def __init__(self, canvases: Any, tenants: Any, tokens: PageTokenCodec, *, max_dsl_bytes: int,
+                 deleted_retention_s: int = 30 * 24 * 3600):
         self._canvases = canvases
         self._tenants = tenants
         self._tokens = tokens
         self._max_dsl_bytes = max_dsl_bytes
+        self._retention_ms = deleted_retention_s * 1000
         # canvas id -> (etag, policy target) as last read or written here. A write conditional on that
         # etag can only apply while the row still has it, so the facts are exact for such a write; any
         # other write to the row (permission change, delete, another replica) changes the etag.
@@ -134,6 +142,7 @@ class CanvasService:
         def prepare(current: Canvas) -> tuple[dict[str, Any], DslChange | None]:
             """The rules, run by the repository inside the write transaction on the locked row."""
             authorize(caller, Action.EDIT, canvas_target(current))
+            ensure_live(current)
             if ("permission" in changes and changes["permission"] is not current.permission) or (
                     "release" in changes and changes["release"] != current.release):
                 authorize(caller, Action.MANAGE, canvas_target(current))
@@ -191,24 +200,53 @@ class CanvasService:
             self._facts.pop(canvas.id, None)
             self._facts[canvas.id] = (canvas.etag, canvas_target(canvas))
 
-    def delete(self, caller: Caller, canvas_id: str, etag: str = "") -> None:
-        current = self._load(caller, canvas_id, Action.MANAGE, with_dsl=False)
+    def delete(self, caller: Caller, canvas_id: str, etag: str = "") -> Canvas:
+        """Soft delete (AIP-164): hidden from List, still readable with Get, restorable until expire_time."""
+        current = self._load(caller, canvas_id, Action.MANAGE)
+        if current.deleted:
+            raise NotFoundError(f"canvas {canvas_id!r} is already deleted", resource_type="canvas",
+                                resource_name=canvas_id)
         if etag and etag != current.etag:
             raise AbortedError(f"canvas {canvas_id!r} has changed since etag {etag!r} was read", reason="ETAG_MISMATCH")
-        self._canvases.delete_canvas(canvas_id, etag or current.etag)
+        now = now_ms()
+        deleted = self._canvases.set_deleted(current, etag or current.etag, now, now + self._retention_ms)
+        self._remember(deleted)
+        return deleted
 
-    def list(self, caller: Caller, *, page_size: int, page_token: str, filter_text: str, order_by: str) -> Page:
+    def undelete(self, caller: Caller, canvas_id: str, etag: str = "") -> Canvas:
+        """Restore a soft-deleted canvas (owner only, like delete); ALREADY_EXISTS when it is not deleted."""
+        current = self._load(caller, canvas_id, Action.MANAGE)
+        if not current.deleted:
+            raise AlreadyExistsError(f"canvas {canvas_id!r} is not deleted", reason="CANVAS_NOT_DELETED")
+        if etag and etag != current.etag:
+            raise AbortedError(f"canvas {canvas_id!r} has changed since etag {etag!r} was read", reason="ETAG_MISMATCH")
+        restored = self._canvases.set_deleted(current, etag or current.etag, 0, 0)
+        self._remember(restored)
+        return restored
+
+    def purge_expired(self, now: int | None = None) -> int:
+        """Hard-delete every soft-deleted canvas whose expire_time is before `now` (default: the clock)."""
+        moment = now_ms() if now is None else now
+        total = 0
+        while True:
+            purged = self._canvases.purge_expired(moment)
+            total += purged
+            if purged == 0:
+                return total
+
+    def list(self, caller: Caller, *, page_size: int, page_token: str, filter_text: str, order_by: str,
+             show_deleted: bool = False) -> Page:
         size = validation.page_size(page_size)
         flt = parse_filter(filter_text)
         ordering = parse_order_by(order_by)
         binding = PageTokenCodec.binding("canvases", caller.tenant_id, caller.user_id, flt.fingerprint(),
-                                         ordering.fingerprint())
+                                         ordering.fingerprint(), *(["deleted"] if show_deleted else []))
         after = self._tokens.decode(page_token, binding)
         if after is not None and (len(after) != 2 or not isinstance(after[1], str)):
             raise InvalidArgumentError.for_field("page_token", "is malformed; start again without it")
         rows = self._canvases.list_canvases(tenant_id=caller.tenant_id, user_id=caller.user_id,
                                             is_member=caller.is_member, flt=flt, ordering=ordering, after=after,
-                                            limit=size)
+                                            limit=size, show_deleted=show_deleted)
         token = ""
         if len(rows) > size:
             rows = rows[:size]
@@ -242,6 +280,7 @@ class CanvasService:
 
     def publish(self, caller: Caller, canvas_id: str, revision_id: str, etag: str) -> Revision:
         canvas = self._load(caller, canvas_id, Action.MANAGE, with_dsl=False)
+        ensure_live(canvas)
         if etag and etag != canvas.etag:
             raise AbortedError(f"canvas {canvas_id!r} has changed since etag {etag!r} was read", reason="ETAG_MISMATCH")
         revision = self._revision(canvas, revision_id or LATEST)
@@ -256,6 +295,7 @@ class CanvasService:
         if not revision_id:
             raise InvalidArgumentError.for_field("revision_id", "is required")
         canvas = self._load(caller, canvas_id, Action.EDIT, with_dsl=False)
+        ensure_live(canvas)
         if etag != canvas.etag:
             raise AbortedError(f"canvas {canvas_id!r} has changed since etag {etag!r} was read", reason="ETAG_MISMATCH")
         target = self._revision(canvas, revision_id)

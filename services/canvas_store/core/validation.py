@@ -18,7 +18,7 @@ MAX_AVATAR = 4 << 20
 # Paths UpdateCanvas may change; "*" stands for all of them.
 UPDATABLE_CANVAS_FIELDS = ("title", "description", "avatar", "permission", "release", "tags", "dsl")
 _OUTPUT_ONLY_CANVAS_FIELDS = {"name", "id", "tenant_id", "owner_id", "etag", "create_time", "update_time",
-                              "head_revision_id", "published_revision_id", "category"}
+                              "head_revision_id", "published_revision_id", "category", "delete_time", "expire_time"}
 
 
 def title(value: str, field: str = "canvas.title") -> str:

@@ -55,7 +55,8 @@ def canvas_from_mapping(mapping: Any) -> Canvas:
         release=bool(mapping["release"]), category=Category(mapping["category"]), tags=list(mapping["tags"] or []),
         dsl=mapping.get("dsl"), etag=mapping["etag"], create_time_ms=mapping["create_time"],
         update_time_ms=mapping["update_time"], head_revision_id=mapping["head_revision_id"],
-        published_revision_id=mapping["published_revision_id"],
+        published_revision_id=mapping["published_revision_id"], delete_time_ms=mapping["delete_time"],
+        expire_time_ms=mapping["expire_time"],
     )
 
 
@@ -74,7 +75,7 @@ class CanvasRepository:
         self._db = db
         self._keep_drafts = keep_draft_revisions
         self._point_read = PointRead(db, canvases, _CANVAS_COLUMNS, canvases.c.id)
-        self._quick_update = ConditionalUpdate(db, canvases, _CANVAS_COLUMNS)
+        self._quick_update = ConditionalUpdate(db, canvases, _CANVAS_COLUMNS, where=lambda t: t.c.delete_time == 0)
 
     # ---- reads -----------------------------------------------------------------------------------
 
@@ -99,7 +100,8 @@ class CanvasRepository:
         ).scalar()
 
     def list_canvases(self, *, tenant_id: str, user_id: str, is_member: bool, flt: CanvasFilter,
-                      ordering: Ordering, after: list[Any] | None, limit: int) -> list[Canvas]:
+                      ordering: Ordering, after: list[Any] | None, limit: int,
+                      show_deleted: bool = False) -> list[Canvas]:
         """Keyset page of visible canvases; returns up to `limit` + 1 rows so the caller knows if more exist.
 
         On MySQL/MariaDB the page is found as ids first (answered from the covering list index) and the rows
@@ -111,6 +113,8 @@ class CanvasRepository:
             visible = sa.or_(visible, canvases.c.permission == Permission.TEAM.value)
         query = sa.select(*([canvases.c.id] if deferred else _SUMMARY_COLUMNS)).where(canvases.c.tenant_id == tenant_id,
                                                                                       visible)
+        if not show_deleted:
+            query = query.where(canvases.c.delete_time == 0)
         if flt.title:
             pattern = "%" + _escape_like(flt.title.lower()) + "%"
             query = query.where(canvases.c.title_key.like(pattern, escape="\\"))
@@ -303,16 +307,38 @@ class CanvasRepository:
             conn.execute(sa.update(revisions).where(revisions.c.id == revision_id).values(released=True))
         return etag
 
-    def delete_canvas(self, canvas_id: str, expected_etag: str) -> None:
-        """Delete the canvas with its sessions, revisions and tags in one transaction."""
+    def set_deleted(self, current: Canvas, expected_etag: str, delete_time_ms: int, expire_time_ms: int) -> Canvas:
+        """Soft delete (times > 0) or undelete (times 0) if the etag still matches; the changed canvas.
+
+        update_time is left alone: an undeleted canvas comes back where it was in update_time order.
+        """
+        etag = new_etag()
         with self._db.write() as conn:
-            conn.execute(sa.delete(sessions).where(sessions.c.canvas_id == canvas_id))
-            conn.execute(sa.delete(revisions).where(revisions.c.canvas_id == canvas_id))
-            conn.execute(sa.delete(canvas_tags).where(canvas_tags.c.canvas_id == canvas_id))
-            result = conn.execute(sa.delete(canvases).where(canvases.c.id == canvas_id, canvases.c.etag == expected_etag))
+            result = conn.execute(sa.update(canvases).where(
+                canvases.c.id == current.id, canvases.c.etag == expected_etag).values(
+                delete_time=delete_time_ms, expire_time=expire_time_ms, etag=etag))
             if result.rowcount != 1:
-                raise AbortedError(f"canvas {canvas_id!r} was changed concurrently (stale etag); re-read and retry",
+                raise AbortedError(f"canvas {current.id!r} was changed concurrently (stale etag); re-read and retry",
                                    reason="ETAG_MISMATCH")
+        return Canvas(**{**current.__dict__, "etag": etag, "delete_time_ms": delete_time_ms,
+                         "expire_time_ms": expire_time_ms})
+
+    def purge_expired(self, now_ms: int, batch: int = 100) -> int:
+        """Hard-delete up to `batch` soft-deleted canvases whose expire_time has passed, with their sessions,
+        revisions and tags; returns how many went. One transaction per batch. A canvas undeleted meanwhile
+        is skipped: the delete re-checks expire_time."""
+        with self._db.write() as conn:
+            due = sa.select(canvases.c.id).where(canvases.c.expire_time > 0, canvases.c.expire_time <= now_ms)
+            if conn.dialect.name != "sqlite":  # lock them: a concurrent undelete waits instead of losing its children
+                due = due.with_for_update()
+            ids = list(conn.execute(due.order_by(canvases.c.expire_time).limit(batch)).scalars())
+            if not ids:
+                return 0
+            conn.execute(sa.delete(sessions).where(sessions.c.canvas_id.in_(ids)))
+            conn.execute(sa.delete(revisions).where(revisions.c.canvas_id.in_(ids)))
+            conn.execute(sa.delete(canvas_tags).where(canvas_tags.c.canvas_id.in_(ids)))
+            return conn.execute(sa.delete(canvases).where(
+                canvases.c.id.in_(ids), canvases.c.expire_time > 0, canvases.c.expire_time <= now_ms)).rowcount
 
     def prune_idempotency_keys(self, older_than_ms: int) -> int:
         with self._db.write() as conn:

@@ -34,9 +34,12 @@ class _Compiled:
         self.sql = compiled.string
         self._positional = db.engine.dialect.positional
         self._order = tuple(compiled.positiontup or ()) if self._positional else ()
+        # Literal values in the statement (e.g. `delete_time = 0`) are bound parameters too.
+        self._literals = {name: value for name, value in compiled.params.items() if value is not None}
 
     def params(self, values: dict[str, Any]) -> Any:
-        return tuple(values[name] for name in self._order) if self._positional else values
+        merged = {**self._literals, **values} if self._literals else values
+        return tuple(merged[name] for name in self._order) if self._positional else merged
 
 
 class RowDecoder:
