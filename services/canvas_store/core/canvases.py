@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 from services.canvas_store.core import validation
-from services.canvas_store.core.dsl import content_hash, detect_category, validate_dsl
+from services.canvas_store.core.dsl import canonical_json, content_hash, detect_category, validate_dsl
 from services.canvas_store.core.filters import parse_filter, parse_order_by
 from services.canvas_store.core.ids import new_etag, new_id, now_ms
 from services.canvas_store.core.page_tokens import PageTokenCodec
@@ -48,6 +49,17 @@ def canvas_target(canvas: Canvas) -> Target:
     return Target(Kind.CANVAS, canvas.tenant_id, canvas.id, owner_id=canvas.owner_id, permission=canvas.permission)
 
 
+def request_fingerprint(data: CanvasInput, template_id: str) -> str:
+    """SHA-256 of a CreateCanvas payload as sent (before defaults), stored next to its request_id."""
+    payload = {
+        "title": data.title, "description": data.description, "avatar": data.avatar,
+        "permission": data.permission.value if data.permission else "", "release": data.release,
+        "category": data.category.value if data.category else "", "tags": list(data.tags), "dsl": data.dsl,
+        "template_id": template_id,
+    }
+    return hashlib.sha256(canonical_json(payload)).hexdigest()
+
+
 def ensure_live(canvas: Canvas) -> None:
     """Writes, new sessions and new runs need a canvas that is not soft-deleted (reads are fine: AIP-164)."""
     if canvas.deleted:
@@ -73,10 +85,12 @@ class CanvasService:
     def create(self, caller: Caller, data: CanvasInput, *, template_id: str = "", request_id: str = "",
                validate_only: bool = False) -> Canvas:
         validation.request_id(request_id)
+        fingerprint = request_fingerprint(data, template_id) if request_id else ""
         if request_id and not validate_only:
             existing = self._canvases.find_idempotent(caller.tenant_id, "canvas", request_id)
             if existing:
-                canvas = self._canvases.get_canvas(existing)
+                validation.same_request(existing[1], fingerprint)
+                canvas = self._canvases.get_canvas(existing[0])
                 if canvas is not None:
                     authorize(caller, Action.READ, canvas_target(canvas))
                     return canvas
@@ -105,7 +119,7 @@ class CanvasService:
             canvas.etag = ""
             return canvas
         change = DslChange(dsl=dsl, content_hash=content_hash(dsl), author_id=caller.user_id, description="created")
-        return self._canvases.create_canvas(canvas, change, request_id)
+        return self._canvases.create_canvas(canvas, change, request_id, fingerprint)
 
     def get(self, caller: Caller, canvas_id: str) -> Canvas:
         canvas = self._load(caller, canvas_id, Action.READ)

@@ -62,6 +62,17 @@ def resource_id(value: str, field: str) -> str:
     return value
 
 
+def same_request(stored_fingerprint: str, fingerprint: str, field: str = "request_id") -> None:
+    """A request_id names one request: replaying it with another payload is a client bug, not a retry.
+
+    An empty stored fingerprint (a key written before fingerprints existed) is trusted as before.
+    """
+    if stored_fingerprint and stored_fingerprint != fingerprint:
+        raise InvalidArgumentError.for_field(
+            field, "was already used for a request with a different payload; use a new request_id",
+            reason="REQUEST_ID_REUSED")
+
+
 def request_id(value: str, field: str = "request_id") -> str:
     if len(value) > MAX_REQUEST_ID:
         raise InvalidArgumentError.for_field(field, f"must be at most {MAX_REQUEST_ID} characters (a UUID)")

@@ -21,6 +21,7 @@ from services.canvas_store.adapters.sql.fastpath import ConditionalUpdate, Point
 from services.canvas_store.adapters.sql.models import canvas_tags, canvases, idempotency_keys, revisions, sessions
 from services.canvas_store.core.filters import CanvasFilter, Ordering
 from services.canvas_store.core.ids import new_etag, new_id, now_ms
+from services.canvas_store.core.validation import same_request
 from services.canvas_store.core.types import Canvas, Category, DslChange, Permission, Revision
 from services.common.errors import AbortedError, AlreadyExistsError
 
@@ -87,17 +88,23 @@ class CanvasRepository:
             row = conn.execute(_GET_FULL if with_dsl else _GET_SUMMARY, {"b_id": canvas_id}).first()
         return canvas_from_row(row) if row else None
 
-    def find_idempotent(self, tenant_id: str, scope: str, request_id: str) -> str | None:
+    def find_idempotent(self, tenant_id: str, scope: str, request_id: str) -> tuple[str, str] | None:
+        """(resource id, payload fingerprint) recorded for the request_id, or None."""
         with self._db.read() as conn:
             return self._idempotent(conn, tenant_id, scope, request_id)
 
     @staticmethod
-    def _idempotent(conn: Connection, tenant_id: str, scope: str, request_id: str) -> str | None:
-        return conn.execute(
-            sa.select(idempotency_keys.c.resource_id).where(
+    def _idempotent(conn: Connection, tenant_id: str, scope: str, request_id: str) -> tuple[str, str] | None:
+        row = conn.execute(
+            sa.select(idempotency_keys.c.resource_id, idempotency_keys.c.fingerprint).where(
                 idempotency_keys.c.tenant_id == tenant_id, idempotency_keys.c.scope == scope,
                 idempotency_keys.c.request_id == request_id)
-        ).scalar()
+        ).first()
+        return (row.resource_id, row.fingerprint) if row else None
+
+    def _replay(self, conn: Connection, existing: tuple[str, str], fingerprint: str) -> Canvas:
+        same_request(existing[1], fingerprint)
+        return self._reload(conn, existing[0])
 
     def list_canvases(self, *, tenant_id: str, user_id: str, is_member: bool, flt: CanvasFilter,
                       ordering: Ordering, after: list[Any] | None, limit: int,
@@ -161,7 +168,7 @@ class CanvasRepository:
 
     # ---- writes ----------------------------------------------------------------------------------
 
-    def create_canvas(self, canvas: Canvas, change: DslChange, request_id: str) -> Canvas:
+    def create_canvas(self, canvas: Canvas, change: DslChange, request_id: str, fingerprint: str = "") -> Canvas:
         """Insert the canvas, its first revision, tags and idempotency key; a replayed key returns the original.
 
         A unique-key race resolves to the winner (same request_id) or ALREADY_EXISTS (same title); a deadlock
@@ -169,33 +176,33 @@ class CanvasRepository:
         """
         for attempt in range(3):
             try:
-                return self._create_once(canvas, change, request_id)
+                return self._create_once(canvas, change, request_id, fingerprint)
             except AlreadyExistsError:
                 # The title check saw a canvas committed after our key lookup: maybe our own twin request's.
                 if request_id:
                     existing = self.find_idempotent(canvas.tenant_id, "canvas", request_id)
                     if existing:
                         with self._db.read() as conn:
-                            return self._reload(conn, existing)
+                            return self._replay(conn, existing, fingerprint)
                 raise
             except AbortedError as error:
                 if request_id:
                     existing = self.find_idempotent(canvas.tenant_id, "canvas", request_id)
                     if existing:
                         with self._db.read() as conn:
-                            return self._reload(conn, existing)
+                            return self._replay(conn, existing, fingerprint)
                 if isinstance(error.__cause__, exc.IntegrityError):
                     raise self._title_taken(canvas) from None
                 if attempt == 2:
                     raise
         raise AssertionError("unreachable")
 
-    def _create_once(self, canvas: Canvas, change: DslChange, request_id: str) -> Canvas:
+    def _create_once(self, canvas: Canvas, change: DslChange, request_id: str, fingerprint: str) -> Canvas:
         with self._db.write() as conn:
             if request_id:
                 existing = self._idempotent(conn, canvas.tenant_id, "canvas", request_id)
                 if existing:
-                    return self._reload(conn, existing)
+                    return self._replay(conn, existing, fingerprint)
             self._check_title_free(conn, canvas, exclude_id=None)
             revision_id = new_id()
             now = now_ms()
@@ -213,7 +220,7 @@ class CanvasRepository:
             if request_id:
                 conn.execute(sa.insert(idempotency_keys).values(
                     tenant_id=canvas.tenant_id, scope="canvas", request_id=request_id, resource_id=canvas.id,
-                    create_time=now))
+                    create_time=now, fingerprint=fingerprint))
             canvas.head_revision_id = revision_id
             canvas.create_time_ms = canvas.update_time_ms = now
             return canvas
