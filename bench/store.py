@@ -17,9 +17,15 @@ STORE_BENCH_POSTGRES_URL / STORE_BENCH_MYSQL_URL), starts the store as a separat
     `UPDATE ... SET description, etag, update_time WHERE id AND etag RETURNING <those columns>` as one
     autocommit statement (on MariaDB, which has no UPDATE ... RETURNING: UPDATE then SELECT in one
     transaction), and on SQLite under the same in-process writer lock the store takes, so neither side
-    spins in SQLite's busy handler. A row count other than 1 fails the run.
-  Both sides use the same engine settings (`open_database`); the raw side does no authentication,
-  policy check or protobuf conversion, which is the overhead the ratio measures.
+    spins in SQLite's busy handler. A returned etag other than the new one fails the run.
+  Both use the same engine (`open_database` settings). Two raw variants run in the same process:
+  `raw_ops_s` (`value` = ours / it) is idiomatic Core, a `with engine.connect()` per operation (a pool
+  checkout, and on PostgreSQL/MariaDB the engine's pre-ping, each time); `raw_held_ops_s`
+  (`value_held`) keeps one connection per worker thread for the whole run, as the store's DB threads
+  keep theirs for the fast paths (`Database.held_connection`), so it is the statement and Core alone.
+  The raw side does no gRPC, authentication, policy check or protobuf conversion: that is the overhead
+  the ratio measures. The client's own gRPC work (one grpc.aio channel in this process) shares the CPU
+  with the store. Each side runs in `--rounds` alternating slices so load from elsewhere hits all alike.
 - list: p50 latency of ListCanvases (50 per page, update_time desc, paging forward through the
   100,000 canvases) and of the equivalent raw keyset SELECT.
 - commit: p50 latency of CommitRunStep (one step + two events) over gRPC and through the store's
@@ -166,8 +172,8 @@ async def wait_serving(channel: grpc.aio.Channel) -> None:
     raise TimeoutError("the store did not become SERVING")
 
 
-async def grpc_rate(worker: Callable[[int], "asyncio.Future"], concurrency: int, seconds: float) -> float:
-    """Run `concurrency` loops of `worker(index)` for `seconds`; returns completed ops/s."""
+async def grpc_rate(worker: Callable[[int], "asyncio.Future"], concurrency: int, seconds: float) -> tuple[int, float]:
+    """Run `concurrency` loops of `worker(index)` for `seconds`; returns (completed ops, elapsed seconds)."""
     done = 0
     stop = time.perf_counter() + seconds
 
@@ -179,10 +185,16 @@ async def grpc_rate(worker: Callable[[int], "asyncio.Future"], concurrency: int,
 
     started = time.perf_counter()
     await asyncio.gather(*(loop(i) for i in range(concurrency)))
-    return done / (time.perf_counter() - started)
+    return done, time.perf_counter() - started
 
 
-def raw_rate(worker: Callable[[int], None], concurrency: int, seconds: float) -> float:
+def held_connections(db: sql_engine.Database, count: int, *, autocommit: bool) -> list[sa.Connection]:
+    """One Core connection per raw worker, kept for the whole measurement, as the store's threads keep theirs."""
+    engine = db.engine.execution_options(isolation_level="AUTOCOMMIT") if autocommit else db.engine
+    return [engine.connect() for _ in range(count)]
+
+
+def raw_rate(worker: Callable[[int], None], concurrency: int, seconds: float) -> tuple[int, float]:
     done = [0] * concurrency
     stop = time.perf_counter() + seconds
 
@@ -197,10 +209,32 @@ def raw_rate(worker: Callable[[int], None], concurrency: int, seconds: float) ->
         thread.start()
     for thread in threads:
         thread.join()
-    return sum(done) / (time.perf_counter() - started)
+    return sum(done), time.perf_counter() - started
 
 
-async def run(kind: str, count: int, seconds: float, concurrency: int) -> None:
+async def compare(ours: Callable[[int], "asyncio.Future"], raws: dict[str, Callable[[int], None]], concurrency: int,
+                  seconds: float, rounds: int) -> dict[str, float]:
+    """ops/s of ours and of each raw variant, measured in `rounds` alternating slices of seconds/rounds each, so
+    that load from other processes on the machine falls on every side alike."""
+    totals = {name: [0, 0.0] for name in ("ours", *raws)}
+    for _ in range(rounds):
+        for name in totals:
+            if name == "ours":
+                done, elapsed = await grpc_rate(ours, concurrency, seconds / rounds)
+            else:
+                done, elapsed = raw_rate(raws[name], concurrency, seconds / rounds)
+            totals[name][0] += done
+            totals[name][1] += elapsed
+    return {name: done / elapsed for name, (done, elapsed) in totals.items()}
+
+
+def emit_ratio(kind: str, op: str, concurrency: int, rates: dict[str, float]) -> None:
+    emit(metric="ops_ratio", db=kind, op=op, concurrency=concurrency, ours_ops_s=round(rates["ours"], 1),
+         raw_ops_s=round(rates["raw"], 1), value=round(rates["ours"] / rates["raw"], 3),
+         raw_held_ops_s=round(rates["raw_held"], 1), value_held=round(rates["ours"] / rates["raw_held"], 3))
+
+
+async def run(kind: str, count: int, seconds: float, concurrency: int, rounds: int = 3) -> None:
     with tempfile.TemporaryDirectory(prefix="ac-bench-store-") as tmp_name, database(kind, Path(tmp_name)) as url:
         tmp = Path(tmp_name)
         db = sql_engine.open_database(url, pool_size=concurrency)
@@ -214,34 +248,38 @@ async def run(kind: str, count: int, seconds: float, concurrency: int) -> None:
             metadata = (("authorization", f"Bearer {TOKEN}"),)
             service_metadata = (("authorization", f"Bearer {TOKEN}-svc"),)
             await stub.GetCanvas(pb.GetCanvasRequest(id=ids[0]), metadata=metadata)  # warm-up
-            await bench_get(kind, stub, metadata, db, ids, seconds, concurrency)
-            await bench_update(kind, stub, metadata, db, ids, seconds, concurrency)
+            await bench_get(kind, stub, metadata, db, ids, seconds, concurrency, rounds)
+            await bench_update(kind, stub, metadata, db, ids, seconds, concurrency, rounds)
             await bench_list(kind, stub, metadata, db)
             await bench_commit(kind, stub, service_metadata, db)
             await channel.close()
         db.dispose()
 
 
-async def bench_get(kind, stub, metadata, db, ids, seconds, concurrency) -> None:
+async def bench_get(kind, stub, metadata, db, ids, seconds, concurrency, rounds) -> None:
     counter = iter(range(10**12))
 
     async def ours(_index: int) -> None:
         await stub.GetCanvas(pb.GetCanvasRequest(id=ids[next(counter) % len(ids)]), metadata=metadata)
 
-    autocommit = db.engine.execution_options(isolation_level="AUTOCOMMIT")
     query = sa.select(*RESOURCE_COLUMNS).where(canvases.c.id == sa.bindparam("b_id"))
+    autocommit = db.engine.execution_options(isolation_level="AUTOCOMMIT")
+    held = held_connections(db, concurrency, autocommit=True)
 
     def raw(_index: int) -> None:
         with autocommit.connect() as conn:
             conn.execute(query, {"b_id": ids[next(counter) % len(ids)]}).one()
 
-    ours_rate = await grpc_rate(ours, concurrency, seconds)
-    raw_ops = raw_rate(raw, concurrency, seconds)
-    emit(metric="ops_ratio", db=kind, op="get", concurrency=concurrency, ours_ops_s=round(ours_rate, 1),
-         raw_ops_s=round(raw_ops, 1), value=round(ours_rate / raw_ops, 3))
+    def raw_held(index: int) -> None:
+        held[index].execute(query, {"b_id": ids[next(counter) % len(ids)]}).one()
+
+    rates = await compare(ours, {"raw": raw, "raw_held": raw_held}, concurrency, seconds, rounds)
+    for conn in held:
+        conn.close()
+    emit_ratio(kind, "get", concurrency, rates)
 
 
-async def bench_update(kind, stub, metadata, db, ids, seconds, concurrency) -> None:
+async def bench_update(kind, stub, metadata, db, ids, seconds, concurrency, rounds) -> None:
     # Each worker updates its own canvas, carrying the etag from its previous write.
     ours_targets = ids[-concurrency:]
     raw_targets = ids[-2 * concurrency:-concurrency]
@@ -266,27 +304,35 @@ async def bench_update(kind, stub, metadata, db, ids, seconds, concurrency) -> N
         statement = statement.returning(*RESOURCE_COLUMNS)
     read_back = sa.select(*RESOURCE_COLUMNS).where(canvases.c.id == sa.bindparam("b_id"))
     engine = db.engine.execution_options(isolation_level="AUTOCOMMIT") if returning else db.engine
+    held = held_connections(db, concurrency, autocommit=returning)
     lock = db.write_lock or contextlib.nullcontext()
 
-    def raw(index: int) -> None:
+    def write(conn: sa.Connection, index: int) -> None:
         cid = raw_targets[index]
         new = secrets.token_hex(8)
         params = {"b_id": cid, "b_etag": etags[cid], "description": f"d{time.perf_counter_ns()}", "etag": new,
                   "update_time": time.time_ns() // 1_000_000}
-        with lock, engine.connect() as conn:
-            if returning:
-                row = conn.execute(statement, params).one()
-            else:
-                assert conn.execute(statement, params).rowcount == 1
-                row = conn.execute(read_back, {"b_id": cid}).one()
-                conn.commit()
+        if returning:
+            row = conn.execute(statement, params).one()
+        else:
+            assert conn.execute(statement, params).rowcount == 1
+            row = conn.execute(read_back, {"b_id": cid}).one()
+            conn.commit()
         assert row.etag == new
         etags[cid] = new
 
-    ours_rate = await grpc_rate(ours, concurrency, seconds)
-    raw_ops = raw_rate(raw, concurrency, seconds)
-    emit(metric="ops_ratio", db=kind, op="update", concurrency=concurrency, ours_ops_s=round(ours_rate, 1),
-         raw_ops_s=round(raw_ops, 1), value=round(ours_rate / raw_ops, 3))
+    def raw(index: int) -> None:
+        with lock, engine.connect() as conn:
+            write(conn, index)
+
+    def raw_held(index: int) -> None:
+        with lock:
+            write(held[index], index)
+
+    rates = await compare(ours, {"raw": raw, "raw_held": raw_held}, concurrency, seconds, rounds)
+    for conn in held:
+        conn.close()
+    emit_ratio(kind, "update", concurrency, rates)
 
 
 async def bench_list(kind, stub, metadata, db, pages: int = 200) -> None:
@@ -352,8 +398,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--canvases", type=int, default=100_000)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=3, help="alternating measurement slices per side")
     args = parser.parse_args(argv)
-    asyncio.run(run(args.db, args.canvases, args.seconds, args.concurrency))
+    asyncio.run(run(args.db, args.canvases, args.seconds, args.concurrency, args.rounds))
     return 0
 
 

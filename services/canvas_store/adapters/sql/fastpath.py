@@ -4,7 +4,7 @@ Why below SQLAlchemy Core here: a GetCanvas or a simple UpdateCanvas is one inde
 SQLAlchemy's per-execution work (connection wrapper, event dispatch, result metadata, row processors)
 costs about as much CPU as the statement itself. The statement is still built and compiled by
 SQLAlchemy, once per dialect, so quoting and parameter style stay the dialect's; only the execution
-uses the bare DBAPI cursor of a pooled connection, and rows are decoded here (JSON text on SQLite and
+uses the bare DBAPI cursor of the thread's held connection (`Database.held_connection`), and rows are decoded here (JSON text on SQLite and
 MySQL, 0/1 booleans) instead of by result processors.
 
 Transactions: a point read is one statement in autocommit mode (SQLite: the connection already runs in
@@ -63,30 +63,29 @@ class RowDecoder:
 
 @contextlib.contextmanager
 def _dbapi(db: Database, *, autocommit: bool) -> Iterator[Any]:
-    """A pooled DBAPI connection; in autocommit mode on PostgreSQL for the duration (SQLite always is).
+    """This thread's held DBAPI connection; in autocommit mode on PostgreSQL for the duration (SQLite always is).
 
     Driver exceptions are re-raised as SQLAlchemy's wrappers so `translate_db_errors` maps them as it
-    does for Core; a lost connection is invalidated instead of going back to the pool.
+    does for Core; a lost connection is invalidated and dropped instead of being used again.
     """
     dialect = db.engine.dialect
-    proxied = db.engine.raw_connection()
+    proxied = db.held_connection()
+    driver = proxied.driver_connection
+    toggle = autocommit and db.backend == "postgresql"
+    if toggle:
+        driver.autocommit = True
     try:
-        driver = proxied.driver_connection
-        toggle = autocommit and db.backend == "postgresql"
-        if toggle:
-            driver.autocommit = True
-        try:
-            yield proxied
-        except dialect.loaded_dbapi.Error as error:
-            if dialect.is_disconnect(error, driver, None):
-                proxied.invalidate(error)
-            raise exc.DBAPIError.instance(None, None, error, dialect.loaded_dbapi.Error,
-                                          dialect=dialect) from error
-        finally:
-            if toggle and proxied.is_valid:
-                driver.autocommit = False
+        yield proxied
+    except dialect.loaded_dbapi.Error as error:
+        lost = dialect.is_disconnect(error, driver, None)
+        if lost:
+            db.drop_held(error)
+            toggle = False
+        raise exc.DBAPIError.instance(None, None, error, dialect.loaded_dbapi.Error, dialect=dialect,
+                                      connection_invalidated=lost) from error
     finally:
-        proxied.close()  # back to the pool (its reset is a no-op when no transaction is open)
+        if toggle:
+            driver.autocommit = False
 
 
 class PointRead:
@@ -98,13 +97,26 @@ class PointRead:
         self.decode = RowDecoder(columns)
 
     def __call__(self, key: str) -> dict[str, Any] | None:
-        with translate_db_errors(), _dbapi(self._db, autocommit=self._db.backend != "mysql") as conn:
+        with translate_db_errors():
+            try:
+                return self._read(key)
+            except exc.DBAPIError as error:
+                if not error.connection_invalidated:
+                    raise
+            # The held connection had died (a database restart or failover): a read is safe to repeat once,
+            # on a fresh connection (checked out with the engine's pre-ping).
+            return self._read(key)
+
+    def _read(self, key: str) -> dict[str, Any] | None:
+        with _dbapi(self._db, autocommit=self._db.backend != "mysql") as conn:
             cursor = conn.cursor()
             try:
                 cursor.execute(self._statement.sql, self._statement.params({"b_id": key}))
                 rows = cursor.fetchall()
             finally:
                 cursor.close()
+                if self._db.backend == "mysql":  # PyMySQL runs without autocommit: end the implicit transaction
+                    conn.rollback()
         return self.decode(rows[0]) if rows else None
 
     def on(self, cursor: Any, key: str) -> dict[str, Any] | None:
