@@ -141,13 +141,13 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def store_process(url: str, tmp: Path, pool_size: int) -> Iterator[int]:
+def store_process(url: str, tmp: Path, pool_size: int | None = None) -> Iterator[int]:
     port = free_port()
     config = {"data_dir": str(tmp / "data"), "log": {"level": "WARNING"},
               "auth": {"embedded": False, "tokens": [{"token": TOKEN, "tenant": TENANT, "user": USER},
                                                      {"token": TOKEN + "-svc", "tenant": TENANT, "user": "orch",
                                                       "role": "service"}]},
-              "store": {"database_url": url, "port": port, "db_pool_size": pool_size}}
+              "store": {"database_url": url, "port": port, **({"db_pool_size": pool_size} if pool_size else {})}}
     path = tmp / "store.yaml"
     path.write_text(yaml.safe_dump(config))
     env = {k: v for k, v in os.environ.items() if k != "PORT"}
@@ -234,14 +234,15 @@ def emit_ratio(kind: str, op: str, concurrency: int, rates: dict[str, float]) ->
          raw_held_ops_s=round(rates["raw_held"], 1), value_held=round(rates["ours"] / rates["raw_held"], 3))
 
 
-async def run(kind: str, count: int, seconds: float, concurrency: int, rounds: int = 3) -> None:
+async def run(kind: str, count: int, seconds: float, concurrency: int, rounds: int = 3,
+              store_pool: int | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="ac-bench-store-") as tmp_name, database(kind, Path(tmp_name)) as url:
         tmp = Path(tmp_name)
         db = sql_engine.open_database(url, pool_size=concurrency)
         began = time.perf_counter()
         ids = seed(db, count)
         emit(metric="seed_s", db=kind, canvases=count, value=round(time.perf_counter() - began, 2))
-        with store_process(url, tmp, concurrency) as port:
+        with store_process(url, tmp, store_pool) as port:
             channel = create_channel(f"127.0.0.1:{port}")
             await wait_serving(channel)
             stub = canvas_store_pb2_grpc.CanvasStoreStub(channel)
@@ -399,8 +400,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=3, help="alternating measurement slices per side")
+    parser.add_argument("--store-pool", type=int, default=None,
+                        help="the store's db_pool_size (default: the store's own default)")
     args = parser.parse_args(argv)
-    asyncio.run(run(args.db, args.canvases, args.seconds, args.concurrency, args.rounds))
+    asyncio.run(run(args.db, args.canvases, args.seconds, args.concurrency, args.rounds, args.store_pool))
     return 0
 
 
