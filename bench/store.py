@@ -26,6 +26,8 @@ STORE_BENCH_POSTGRES_URL / STORE_BENCH_MYSQL_URL), starts the store as a separat
   The raw side does no gRPC, authentication, policy check or protobuf conversion: that is the overhead
   the ratio measures. The client's own gRPC work (one grpc.aio channel in this process) shares the CPU
   with the store. Each side runs in `--rounds` alternating slices so load from elsewhere hits all alike.
+  `server_cpu_us` / `client_cpu_us`: CPU per call of ours in the store process and in this process (the
+  gRPC client), from /proc: steadier than ops/s on a shared machine.
 - list: p50 latency of ListCanvases (50 per page, update_time desc, paging forward through the
   100,000 canvases) and of the equivalent raw keyset SELECT (live canvases only, as the store lists).
 - commit: p50 latency of CommitRunStep (one step + two events) over gRPC and through the store's
@@ -142,6 +144,13 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def store_process(url: str, tmp: Path, pool_size: int | None = None) -> Iterator[int]:
+    with store_process_pid(url, tmp, pool_size) as (port, _pid):
+        yield port
+
+
+@contextlib.contextmanager
+def store_process_pid(url: str, tmp: Path, pool_size: int | None = None) -> Iterator[tuple[int, int]]:
+    """The store as its own process; yields (port, pid)."""
     port = free_port()
     config = {"data_dir": str(tmp / "data"), "log": {"level": "WARNING"},
               "auth": {"embedded": False, "tokens": [{"token": TOKEN, "tenant": TENANT, "user": USER},
@@ -154,10 +163,19 @@ def store_process(url: str, tmp: Path, pool_size: int | None = None) -> Iterator
     process = subprocess.Popen([sys.executable, "-m", "services.canvas_store", "--config", str(path)], env=env,
                                stdout=subprocess.DEVNULL)
     try:
-        yield port
+        yield port, process.pid
     finally:
         process.terminate()
         process.wait(30)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process so far (Linux /proc; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def wait_serving(channel: grpc.aio.Channel) -> None:
@@ -213,25 +231,34 @@ def raw_rate(worker: Callable[[int], None], concurrency: int, seconds: float) ->
 
 
 async def compare(ours: Callable[[int], "asyncio.Future"], raws: dict[str, Callable[[int], None]], concurrency: int,
-                  seconds: float, rounds: int) -> dict[str, float]:
+                  seconds: float, rounds: int, store_pid: int) -> dict[str, float]:
     """ops/s of ours and of each raw variant, measured in `rounds` alternating slices of seconds/rounds each, so
-    that load from other processes on the machine falls on every side alike."""
+    that load from other processes on the machine falls on every side alike; plus the CPU per call of ours,
+    in the store process (`server_cpu_us`) and in this process, the gRPC client (`client_cpu_us`)."""
     totals = {name: [0, 0.0] for name in ("ours", *raws)}
+    server_cpu = client_cpu = 0.0
     for _ in range(rounds):
         for name in totals:
             if name == "ours":
+                server_before, client_before = cpu_seconds(store_pid), cpu_seconds(os.getpid())
                 done, elapsed = await grpc_rate(ours, concurrency, seconds / rounds)
+                server_cpu += cpu_seconds(store_pid) - server_before
+                client_cpu += cpu_seconds(os.getpid()) - client_before
             else:
                 done, elapsed = raw_rate(raws[name], concurrency, seconds / rounds)
             totals[name][0] += done
             totals[name][1] += elapsed
-    return {name: done / elapsed for name, (done, elapsed) in totals.items()}
+    rates = {name: done / elapsed for name, (done, elapsed) in totals.items()}
+    calls = max(totals["ours"][0], 1)
+    rates["server_cpu_us"], rates["client_cpu_us"] = 1e6 * server_cpu / calls, 1e6 * client_cpu / calls
+    return rates
 
 
 def emit_ratio(kind: str, op: str, concurrency: int, rates: dict[str, float]) -> None:
     emit(metric="ops_ratio", db=kind, op=op, concurrency=concurrency, ours_ops_s=round(rates["ours"], 1),
          raw_ops_s=round(rates["raw"], 1), value=round(rates["ours"] / rates["raw"], 3),
-         raw_held_ops_s=round(rates["raw_held"], 1), value_held=round(rates["ours"] / rates["raw_held"], 3))
+         raw_held_ops_s=round(rates["raw_held"], 1), value_held=round(rates["ours"] / rates["raw_held"], 3),
+         server_cpu_us=round(rates["server_cpu_us"]), client_cpu_us=round(rates["client_cpu_us"]))
 
 
 async def run(kind: str, count: int, seconds: float, concurrency: int, rounds: int = 3,
@@ -242,22 +269,22 @@ async def run(kind: str, count: int, seconds: float, concurrency: int, rounds: i
         began = time.perf_counter()
         ids = seed(db, count)
         emit(metric="seed_s", db=kind, canvases=count, value=round(time.perf_counter() - began, 2))
-        with store_process(url, tmp, store_pool) as port:
+        with store_process_pid(url, tmp, store_pool) as (port, store_pid):
             channel = create_channel(f"127.0.0.1:{port}")
             await wait_serving(channel)
             stub = canvas_store_pb2_grpc.CanvasStoreStub(channel)
             metadata = (("authorization", f"Bearer {TOKEN}"),)
             service_metadata = (("authorization", f"Bearer {TOKEN}-svc"),)
             await stub.GetCanvas(pb.GetCanvasRequest(id=ids[0]), metadata=metadata)  # warm-up
-            await bench_get(kind, stub, metadata, db, ids, seconds, concurrency, rounds)
-            await bench_update(kind, stub, metadata, db, ids, seconds, concurrency, rounds)
+            await bench_get(kind, stub, metadata, db, ids, seconds, concurrency, rounds, store_pid)
+            await bench_update(kind, stub, metadata, db, ids, seconds, concurrency, rounds, store_pid)
             await bench_list(kind, stub, metadata, db)
             await bench_commit(kind, stub, service_metadata, db)
             await channel.close()
         db.dispose()
 
 
-async def bench_get(kind, stub, metadata, db, ids, seconds, concurrency, rounds) -> None:
+async def bench_get(kind, stub, metadata, db, ids, seconds, concurrency, rounds, store_pid) -> None:
     counter = iter(range(10**12))
 
     async def ours(_index: int) -> None:
@@ -274,13 +301,13 @@ async def bench_get(kind, stub, metadata, db, ids, seconds, concurrency, rounds)
     def raw_held(index: int) -> None:
         held[index].execute(query, {"b_id": ids[next(counter) % len(ids)]}).one()
 
-    rates = await compare(ours, {"raw": raw, "raw_held": raw_held}, concurrency, seconds, rounds)
+    rates = await compare(ours, {"raw": raw, "raw_held": raw_held}, concurrency, seconds, rounds, store_pid)
     for conn in held:
         conn.close()
     emit_ratio(kind, "get", concurrency, rates)
 
 
-async def bench_update(kind, stub, metadata, db, ids, seconds, concurrency, rounds) -> None:
+async def bench_update(kind, stub, metadata, db, ids, seconds, concurrency, rounds, store_pid) -> None:
     # Each worker updates its own canvas, carrying the etag from its previous write.
     ours_targets = ids[-concurrency:]
     raw_targets = ids[-2 * concurrency:-concurrency]
@@ -330,7 +357,7 @@ async def bench_update(kind, stub, metadata, db, ids, seconds, concurrency, roun
         with lock:
             write(held[index], index)
 
-    rates = await compare(ours, {"raw": raw, "raw_held": raw_held}, concurrency, seconds, rounds)
+    rates = await compare(ours, {"raw": raw, "raw_held": raw_held}, concurrency, seconds, rounds, store_pid)
     for conn in held:
         conn.close()
     emit_ratio(kind, "update", concurrency, rates)

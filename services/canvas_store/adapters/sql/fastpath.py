@@ -200,5 +200,6 @@ class ConditionalUpdate:
 
 
 def _quiet_rollback(conn: Any) -> None:
-    with contextlib.suppress(exc.DBAPIError, Exception):
+    """Roll back without masking the error being handled (a dead connection cannot roll back either)."""
+    with contextlib.suppress(Exception):
         conn.rollback()
