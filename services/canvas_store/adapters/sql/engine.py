@@ -22,9 +22,9 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import command
@@ -78,7 +78,10 @@ class Database:
         dead is invalidated and dropped (`drop_held`), so the next call checks out a fresh one.
         """
         proxied = getattr(self._held, "connection", None)
-        if proxied is None or not proxied.is_valid:
+        if proxied is not None and not proxied.is_valid:  # invalidated elsewhere: give back the pool slot
+            self.drop_held()
+            proxied = None
+        if proxied is None:
             proxied = self.engine.raw_connection()
             self._held.connection = proxied
             with self._held_lock:
@@ -94,6 +97,8 @@ class Database:
                     self._all_held.remove(proxied)
             with contextlib.suppress(Exception):
                 proxied.invalidate(error)
+            with contextlib.suppress(Exception):
+                proxied.close()  # return the (now empty) slot to the pool
 
     @property
     def backend(self) -> str:
