@@ -213,7 +213,8 @@ class CanvasStoreServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DeleteCanvas(self, request, context):
-        """Deletes a canvas with its revisions and sessions. Only the owner may delete.
+        """Soft-deletes a canvas (AIP-164): hidden from List, still readable with Get, restorable with
+        UndeleteCanvas until expire_time, then purged with its revisions and sessions. Only the owner may delete.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
