@@ -8,10 +8,28 @@ STORE_BENCH_POSTGRES_URL / STORE_BENCH_MYSQL_URL), starts the store as a separat
 (`python -m services.canvas_store --config ...`) and measures:
 
 - get / update: ops/s over gRPC (GetCanvas; UpdateCanvas of the description with the etag) and ops/s
-  of the same statements in raw SQLAlchemy Core (SELECT by id; UPDATE ... WHERE id AND etag), both with
-  the same number of concurrent workers (`--concurrency`: in-flight RPCs vs threads), and their ratio.
+  of the same operation in raw SQLAlchemy Core, both with the same number of concurrent workers
+  (`--concurrency`: in-flight RPCs vs threads), and their ratio. "The same operation" means:
+  - get: SELECT of the columns a GetCanvas returns (every canvas column but the internal title_key and
+    revision_counter), by primary key, as one statement in autocommit mode, rows through Core's result
+    processors (JSON decoded): what the store's point read does.
+  - update: the conditional write on the etag that returns the updated resource (AIP-134), i.e.
+    `UPDATE ... SET description, etag, update_time WHERE id AND etag RETURNING <those columns>` as one
+    autocommit statement (on MariaDB, which has no UPDATE ... RETURNING: UPDATE then SELECT in one
+    transaction), and on SQLite under the same in-process writer lock the store takes, so neither side
+    spins in SQLite's busy handler. A returned etag other than the new one fails the run.
+  Both use the same engine (`open_database` settings). Two raw variants run in the same process:
+  `raw_ops_s` (`value` = ours / it) is idiomatic Core, a `with engine.connect()` per operation (a pool
+  checkout, and on PostgreSQL/MariaDB the engine's pre-ping, each time); `raw_held_ops_s`
+  (`value_held`) keeps one connection per worker thread for the whole run, as the store's DB threads
+  keep theirs for the fast paths (`Database.held_connection`), so it is the statement and Core alone.
+  The raw side does no gRPC, authentication, policy check or protobuf conversion: that is the overhead
+  the ratio measures. The client's own gRPC work (one grpc.aio channel in this process) shares the CPU
+  with the store. Each side runs in `--rounds` alternating slices so load from elsewhere hits all alike.
+  `server_cpu_us` / `client_cpu_us`: CPU per call of ours in the store process and in this process (the
+  gRPC client), from /proc: steadier than ops/s on a shared machine.
 - list: p50 latency of ListCanvases (50 per page, update_time desc, paging forward through the
-  100,000 canvases) and of the equivalent raw keyset SELECT.
+  100,000 canvases) and of the equivalent raw keyset SELECT (live canvases only, as the store lists).
 - commit: p50 latency of CommitRunStep (one step + two events) over gRPC and through the store's
   repository in-process (the transaction alone).
 
@@ -55,6 +73,8 @@ from services.common.clients import create_channel
 TENANT, USER, TOKEN = "bench", "bench-user", "bench-token-" + secrets.token_hex(8)
 POSTGRES_URL = os.environ.get("STORE_BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 MYSQL_URL = os.environ.get("STORE_BENCH_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/")
+RESOURCE_COLUMNS = [c for c in canvases.c if c.name not in ("title_key", "revision_counter")]
+"""What a GetCanvas / UpdateCanvas returns (the store's point read selects exactly these)."""
 DSL = {
     "components": {
         "begin": {"obj": {"component_name": "Begin", "params": {"prologue": "Hi! How can I help?"}},
@@ -123,23 +143,39 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def store_process(url: str, tmp: Path, pool_size: int) -> Iterator[int]:
+def store_process(url: str, tmp: Path, pool_size: int | None = None) -> Iterator[int]:
+    with store_process_pid(url, tmp, pool_size) as (port, _pid):
+        yield port
+
+
+@contextlib.contextmanager
+def store_process_pid(url: str, tmp: Path, pool_size: int | None = None) -> Iterator[tuple[int, int]]:
+    """The store as its own process; yields (port, pid)."""
     port = free_port()
     config = {"data_dir": str(tmp / "data"), "log": {"level": "WARNING"},
               "auth": {"embedded": False, "tokens": [{"token": TOKEN, "tenant": TENANT, "user": USER},
                                                      {"token": TOKEN + "-svc", "tenant": TENANT, "user": "orch",
                                                       "role": "service"}]},
-              "store": {"database_url": url, "port": port, "db_pool_size": pool_size}}
+              "store": {"database_url": url, "port": port, **({"db_pool_size": pool_size} if pool_size else {})}}
     path = tmp / "store.yaml"
     path.write_text(yaml.safe_dump(config))
     env = {k: v for k, v in os.environ.items() if k != "PORT"}
     process = subprocess.Popen([sys.executable, "-m", "services.canvas_store", "--config", str(path)], env=env,
                                stdout=subprocess.DEVNULL)
     try:
-        yield port
+        yield port, process.pid
     finally:
         process.terminate()
         process.wait(30)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process so far (Linux /proc; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def wait_serving(channel: grpc.aio.Channel) -> None:
@@ -154,8 +190,8 @@ async def wait_serving(channel: grpc.aio.Channel) -> None:
     raise TimeoutError("the store did not become SERVING")
 
 
-async def grpc_rate(worker: Callable[[int], "asyncio.Future"], concurrency: int, seconds: float) -> float:
-    """Run `concurrency` loops of `worker(index)` for `seconds`; returns completed ops/s."""
+async def grpc_rate(worker: Callable[[int], "asyncio.Future"], concurrency: int, seconds: float) -> tuple[int, float]:
+    """Run `concurrency` loops of `worker(index)` for `seconds`; returns (completed ops, elapsed seconds)."""
     done = 0
     stop = time.perf_counter() + seconds
 
@@ -167,10 +203,16 @@ async def grpc_rate(worker: Callable[[int], "asyncio.Future"], concurrency: int,
 
     started = time.perf_counter()
     await asyncio.gather(*(loop(i) for i in range(concurrency)))
-    return done / (time.perf_counter() - started)
+    return done, time.perf_counter() - started
 
 
-def raw_rate(worker: Callable[[int], None], concurrency: int, seconds: float) -> float:
+def held_connections(db: sql_engine.Database, count: int, *, autocommit: bool) -> list[sa.Connection]:
+    """One Core connection per raw worker, kept for the whole measurement, as the store's threads keep theirs."""
+    engine = db.engine.execution_options(isolation_level="AUTOCOMMIT") if autocommit else db.engine
+    return [engine.connect() for _ in range(count)]
+
+
+def raw_rate(worker: Callable[[int], None], concurrency: int, seconds: float) -> tuple[int, float]:
     done = [0] * concurrency
     stop = time.perf_counter() + seconds
 
@@ -185,48 +227,87 @@ def raw_rate(worker: Callable[[int], None], concurrency: int, seconds: float) ->
         thread.start()
     for thread in threads:
         thread.join()
-    return sum(done) / (time.perf_counter() - started)
+    return sum(done), time.perf_counter() - started
 
 
-async def run(kind: str, count: int, seconds: float, concurrency: int) -> None:
+async def compare(ours: Callable[[int], "asyncio.Future"], raws: dict[str, Callable[[int], None]], concurrency: int,
+                  seconds: float, rounds: int, store_pid: int) -> dict[str, float]:
+    """ops/s of ours and of each raw variant, measured in `rounds` alternating slices of seconds/rounds each, so
+    that load from other processes on the machine falls on every side alike; plus the CPU per call of ours,
+    in the store process (`server_cpu_us`) and in this process, the gRPC client (`client_cpu_us`)."""
+    totals = {name: [0, 0.0] for name in ("ours", *raws)}
+    server_cpu = client_cpu = 0.0
+    for _ in range(rounds):
+        for name in totals:
+            if name == "ours":
+                server_before, client_before = cpu_seconds(store_pid), cpu_seconds(os.getpid())
+                done, elapsed = await grpc_rate(ours, concurrency, seconds / rounds)
+                server_cpu += cpu_seconds(store_pid) - server_before
+                client_cpu += cpu_seconds(os.getpid()) - client_before
+            else:
+                done, elapsed = raw_rate(raws[name], concurrency, seconds / rounds)
+            totals[name][0] += done
+            totals[name][1] += elapsed
+    rates = {name: done / elapsed for name, (done, elapsed) in totals.items()}
+    calls = max(totals["ours"][0], 1)
+    rates["server_cpu_us"], rates["client_cpu_us"] = 1e6 * server_cpu / calls, 1e6 * client_cpu / calls
+    return rates
+
+
+def emit_ratio(kind: str, op: str, concurrency: int, rates: dict[str, float]) -> None:
+    emit(metric="ops_ratio", db=kind, op=op, concurrency=concurrency, ours_ops_s=round(rates["ours"], 1),
+         raw_ops_s=round(rates["raw"], 1), value=round(rates["ours"] / rates["raw"], 3),
+         raw_held_ops_s=round(rates["raw_held"], 1), value_held=round(rates["ours"] / rates["raw_held"], 3),
+         server_cpu_us=round(rates["server_cpu_us"]), client_cpu_us=round(rates["client_cpu_us"]))
+
+
+async def run(kind: str, count: int, seconds: float, concurrency: int, rounds: int = 3,
+              store_pool: int | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="ac-bench-store-") as tmp_name, database(kind, Path(tmp_name)) as url:
         tmp = Path(tmp_name)
         db = sql_engine.open_database(url, pool_size=concurrency)
         began = time.perf_counter()
         ids = seed(db, count)
         emit(metric="seed_s", db=kind, canvases=count, value=round(time.perf_counter() - began, 2))
-        with store_process(url, tmp, concurrency) as port:
+        with store_process_pid(url, tmp, store_pool) as (port, store_pid):
             channel = create_channel(f"127.0.0.1:{port}")
             await wait_serving(channel)
             stub = canvas_store_pb2_grpc.CanvasStoreStub(channel)
             metadata = (("authorization", f"Bearer {TOKEN}"),)
             service_metadata = (("authorization", f"Bearer {TOKEN}-svc"),)
             await stub.GetCanvas(pb.GetCanvasRequest(id=ids[0]), metadata=metadata)  # warm-up
-            await bench_get(kind, stub, metadata, db, ids, seconds, concurrency)
-            await bench_update(kind, stub, metadata, db, ids, seconds, concurrency)
+            await bench_get(kind, stub, metadata, db, ids, seconds, concurrency, rounds, store_pid)
+            await bench_update(kind, stub, metadata, db, ids, seconds, concurrency, rounds, store_pid)
             await bench_list(kind, stub, metadata, db)
             await bench_commit(kind, stub, service_metadata, db)
             await channel.close()
         db.dispose()
 
 
-async def bench_get(kind, stub, metadata, db, ids, seconds, concurrency) -> None:
+async def bench_get(kind, stub, metadata, db, ids, seconds, concurrency, rounds, store_pid) -> None:
     counter = iter(range(10**12))
 
     async def ours(_index: int) -> None:
         await stub.GetCanvas(pb.GetCanvasRequest(id=ids[next(counter) % len(ids)]), metadata=metadata)
 
+    query = sa.select(*RESOURCE_COLUMNS).where(canvases.c.id == sa.bindparam("b_id"))
+    autocommit = db.engine.execution_options(isolation_level="AUTOCOMMIT")
+    held = held_connections(db, concurrency, autocommit=True)
+
     def raw(_index: int) -> None:
-        with db.engine.connect() as conn:
-            conn.execute(sa.select(canvases).where(canvases.c.id == ids[next(counter) % len(ids)])).one()
+        with autocommit.connect() as conn:
+            conn.execute(query, {"b_id": ids[next(counter) % len(ids)]}).one()
 
-    ours_rate = await grpc_rate(ours, concurrency, seconds)
-    raw_ops = raw_rate(raw, concurrency, seconds)
-    emit(metric="ops_ratio", db=kind, op="get", concurrency=concurrency, ours_ops_s=round(ours_rate, 1),
-         raw_ops_s=round(raw_ops, 1), value=round(ours_rate / raw_ops, 3))
+    def raw_held(index: int) -> None:
+        held[index].execute(query, {"b_id": ids[next(counter) % len(ids)]}).one()
+
+    rates = await compare(ours, {"raw": raw, "raw_held": raw_held}, concurrency, seconds, rounds, store_pid)
+    for conn in held:
+        conn.close()
+    emit_ratio(kind, "get", concurrency, rates)
 
 
-async def bench_update(kind, stub, metadata, db, ids, seconds, concurrency) -> None:
+async def bench_update(kind, stub, metadata, db, ids, seconds, concurrency, rounds, store_pid) -> None:
     # Each worker updates its own canvas, carrying the etag from its previous write.
     ours_targets = ids[-concurrency:]
     raw_targets = ids[-2 * concurrency:-concurrency]
@@ -245,19 +326,41 @@ async def bench_update(kind, stub, metadata, db, ids, seconds, concurrency) -> N
             metadata=metadata)
         etags[cid] = reply.etag
 
-    def raw(index: int) -> None:
+    returning = db.engine.dialect.update_returning
+    statement = sa.update(canvases).where(canvases.c.id == sa.bindparam("b_id"), canvases.c.etag == sa.bindparam("b_etag"))
+    if returning:
+        statement = statement.returning(*RESOURCE_COLUMNS)
+    read_back = sa.select(*RESOURCE_COLUMNS).where(canvases.c.id == sa.bindparam("b_id"))
+    engine = db.engine.execution_options(isolation_level="AUTOCOMMIT") if returning else db.engine
+    held = held_connections(db, concurrency, autocommit=returning)
+    lock = db.write_lock or contextlib.nullcontext()
+
+    def write(conn: sa.Connection, index: int) -> None:
         cid = raw_targets[index]
         new = secrets.token_hex(8)
-        with db.engine.begin() as conn:
-            result = conn.execute(sa.update(canvases).where(canvases.c.id == cid, canvases.c.etag == etags[cid]).values(
-                description=f"d{time.perf_counter_ns()}", etag=new, update_time=time.time_ns() // 1_000_000))
-            assert result.rowcount == 1
+        params = {"b_id": cid, "b_etag": etags[cid], "description": f"d{time.perf_counter_ns()}", "etag": new,
+                  "update_time": time.time_ns() // 1_000_000}
+        if returning:
+            row = conn.execute(statement, params).one()
+        else:
+            assert conn.execute(statement, params).rowcount == 1
+            row = conn.execute(read_back, {"b_id": cid}).one()
+            conn.commit()
+        assert row.etag == new
         etags[cid] = new
 
-    ours_rate = await grpc_rate(ours, concurrency, seconds)
-    raw_ops = raw_rate(raw, concurrency, seconds)
-    emit(metric="ops_ratio", db=kind, op="update", concurrency=concurrency, ours_ops_s=round(ours_rate, 1),
-         raw_ops_s=round(raw_ops, 1), value=round(ours_rate / raw_ops, 3))
+    def raw(index: int) -> None:
+        with lock, engine.connect() as conn:
+            write(conn, index)
+
+    def raw_held(index: int) -> None:
+        with lock:
+            write(held[index], index)
+
+    rates = await compare(ours, {"raw": raw, "raw_held": raw_held}, concurrency, seconds, rounds, store_pid)
+    for conn in held:
+        conn.close()
+    emit_ratio(kind, "update", concurrency, rates)
 
 
 async def bench_list(kind, stub, metadata, db, pages: int = 200) -> None:
@@ -273,7 +376,7 @@ async def bench_list(kind, stub, metadata, db, pages: int = 200) -> None:
     after = None
     for _ in range(pages):
         started = time.perf_counter()
-        query = sa.select(*columns).where(canvases.c.tenant_id == TENANT)
+        query = sa.select(*columns).where(canvases.c.tenant_id == TENANT, canvases.c.delete_time == 0)
         if after:  # the same keyset predicate the store uses
             query = query.where(canvases.c.update_time <= after[0],
                                 sa.or_(canvases.c.update_time < after[0], canvases.c.id < after[1]))
@@ -323,8 +426,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--canvases", type=int, default=100_000)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=3, help="alternating measurement slices per side")
+    parser.add_argument("--store-pool", type=int, default=None,
+                        help="the store's db_pool_size (default: the store's own default)")
     args = parser.parse_args(argv)
-    asyncio.run(run(args.db, args.canvases, args.seconds, args.concurrency))
+    asyncio.run(run(args.db, args.canvases, args.seconds, args.concurrency, args.rounds, args.store_pool))
     return 0
 
 

@@ -81,10 +81,16 @@ class StoreApp:
         self.settings = settings
         self.db = sql_engine.open_database(settings.database_url, pool_size=settings.db_pool_size)
         self.pool = ThreadPoolExecutor(max_workers=settings.db_pool_size, thread_name_prefix="canvas-store-db")
+        # SQLite statements take tens of microseconds and hold the GIL for most of it, so the hop to a pool
+        # thread (and the GIL contention between pool threads) costs more than the statement: run them on
+        # the event loop's thread instead. The price: a write waiting for another process's SQLite lock
+        # blocks this process's loop for up to busy_timeout.
+        self.inline = settings.sqlite_inline and self.db.backend == "sqlite"
         self.notifier = RunNotifier()
         self.closing = asyncio.Event()
         self._known_users: set[tuple[str, str]] = set()
         self._known_lock = threading.Lock()
+        self._closed = False
         self.tenants = TenantRepository(self.db)
         self.canvas_repo = CanvasRepository(self.db, settings.keep_draft_revisions)
         self.session_repo = SessionRepository(self.db, settings.session_history_max)
@@ -105,7 +111,8 @@ class StoreApp:
         secret = (self.settings.page_token_secret.encode() if self.settings.page_token_secret
                   else self.tenants.page_token_secret())
         tokens = PageTokenCodec(secret, self.settings.page_token_ttl_s)
-        self.canvases = CanvasService(self.canvas_repo, self.tenants, tokens, max_dsl_bytes=self.settings.max_dsl_bytes)
+        self.canvases = CanvasService(self.canvas_repo, self.tenants, tokens, max_dsl_bytes=self.settings.max_dsl_bytes,
+                                      deleted_retention_s=self.settings.deleted_retention_s)
         self.sessions = SessionService(self.canvas_repo, self.session_repo, self.tenants, tokens,
                                        max_state_bytes=self.settings.max_dsl_bytes)
         self.runs = RunService(self.run_repo, self.canvas_repo, self.session_repo, tokens,
@@ -113,7 +120,29 @@ class StoreApp:
                                max_ttl_ms=self.settings.max_lease_ttl_ms,
                                max_spec_bytes=self.settings.max_dsl_bytes + (1 << 20))
 
+    async def purge_periodically(self) -> None:
+        """Every `purge_interval_s`, hard-delete the soft-deleted canvases whose expire_time has passed.
+
+        Each store replica runs it; the row locks (and SQLite's writer lock) make concurrent purges harmless.
+        """
+        interval = self.settings.purge_interval_s
+        while not self.closing.is_set():
+            try:
+                await asyncio.wait_for(self.closing.wait(), timeout=interval)
+                return
+            except TimeoutError:
+                pass
+            try:
+                purged = await self.blocking(self.canvases.purge_expired)
+                if purged:
+                    logger.info("purged %d expired soft-deleted canvases", purged)
+            except UnavailableError:
+                return
+            except Exception:  # keep purging later; one failed round must not stop the loop
+                logger.exception("purging expired canvases failed")
+
     def close(self) -> None:
+        self._closed = True
         self.pool.shutdown(wait=True)
         self.db.dispose()
 
@@ -135,7 +164,11 @@ class StoreApp:
         return await self.blocking(lambda: function(self.caller(identity), *args, **kwargs))
 
     async def blocking(self, function: Callable[..., T], *args: Any) -> T:
-        """Run a blocking function on the DB pool without a caller."""
+        """Run a blocking function on the DB pool (inline on SQLite, see `inline`) without a caller."""
+        if self.inline:
+            if self._closed:
+                raise UnavailableError("the store is shutting down; retry", reason="SHUTTING_DOWN")
+            return function(*args)
         try:
             future = asyncio.get_running_loop().run_in_executor(self.pool, lambda: function(*args))
         except RuntimeError:  # the pool is shut down: we are draining
@@ -155,11 +188,17 @@ def build_service(config: Config) -> tuple[ServiceDefinition, StoreApp]:
     app = StoreApp(StoreSettings.from_config(config))
     servicer = CanvasStoreServicer(app)
 
+    purger: list[asyncio.Task] = []
+
     async def start() -> None:
         await app.blocking(app.open)
+        if app.settings.purge_interval_s > 0:
+            purger.append(asyncio.create_task(app.purge_periodically(), name="canvas-store-purge"))
 
     async def stop(_grace: float) -> None:
-        app.closing.set()  # watchers end with UNAVAILABLE and clients reattach elsewhere
+        app.closing.set()  # watchers end with UNAVAILABLE and clients reattach elsewhere; the purge loop ends
+        for task in purger:
+            await task
         await asyncio.get_running_loop().run_in_executor(None, app.close)
 
     definition = ServiceDefinition(

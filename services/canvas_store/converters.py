@@ -78,6 +78,9 @@ def canvas_out(canvas: Canvas) -> pb.Canvas:
     if canvas.create_time_ms:
         message.create_time.CopyFrom(timestamp(canvas.create_time_ms))
         message.update_time.CopyFrom(timestamp(canvas.update_time_ms))
+    if canvas.delete_time_ms:
+        message.delete_time.CopyFrom(timestamp(canvas.delete_time_ms))
+        message.expire_time.CopyFrom(timestamp(canvas.expire_time_ms))
     return message
 
 

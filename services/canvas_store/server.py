@@ -40,13 +40,16 @@ class CanvasStoreServicer(canvas_store_pb2_grpc.CanvasStoreServicer):
         return cv.canvas_out(canvas)
 
     async def DeleteCanvas(self, request: pb.DeleteCanvasRequest, context) -> pb.DeleteCanvasResponse:
-        await self._app.call(self._app.canvases.delete, request.id, request.etag)
-        return pb.DeleteCanvasResponse()
+        canvas = await self._app.call(self._app.canvases.delete, request.id, request.etag)
+        return pb.DeleteCanvasResponse(canvas=cv.canvas_out(canvas))
+
+    async def UndeleteCanvas(self, request: pb.UndeleteCanvasRequest, context) -> pb.Canvas:
+        return cv.canvas_out(await self._app.call(self._app.canvases.undelete, request.id, request.etag))
 
     async def ListCanvases(self, request: pb.ListCanvasesRequest, context) -> pb.ListCanvasesResponse:
         page = await self._app.call(lambda caller: self._app.canvases.list(
             caller, page_size=request.page_size, page_token=request.page_token, filter_text=request.filter,
-            order_by=request.order_by))
+            order_by=request.order_by, show_deleted=request.show_deleted))
         return pb.ListCanvasesResponse(canvases=[cv.canvas_out(c) for c in page.items],
                                        next_page_token=page.next_page_token)
 

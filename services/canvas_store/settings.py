@@ -32,6 +32,12 @@ class StoreSettings:
     """request_id keys are kept at least this long (AIP-155 asks for 60 minutes or more)."""
     default_lease_ttl_ms: int = 15_000
     max_lease_ttl_ms: int = 600_000
+    deleted_retention_s: int = 30 * 24 * 3600
+    """How long a soft-deleted canvas can be undeleted before the purge removes it (expire_time)."""
+    purge_interval_s: int = 3600
+    """How often the background purge hard-deletes expired canvases; 0 turns the background purge off."""
+    sqlite_inline: bool = True
+    """On SQLite, run statements on the gRPC event loop's thread instead of the DB pool (see app.StoreApp)."""
     auto_migrate: bool = True
     """Apply Alembic migrations at start-up."""
     seed_templates: bool = True
@@ -60,6 +66,9 @@ class StoreSettings:
             idempotency_ttl_s=positive("idempotency_ttl_s", 24 * 3600, minimum=3600),
             default_lease_ttl_ms=positive("default_lease_ttl_ms", 15_000, minimum=100),
             max_lease_ttl_ms=positive("max_lease_ttl_ms", 600_000, minimum=100),
+            deleted_retention_s=positive("deleted_retention_s", 30 * 24 * 3600, minimum=0),
+            purge_interval_s=positive("purge_interval_s", 3600, minimum=0),
+            sqlite_inline=bool(section.get("sqlite_inline", True)),
             auto_migrate=bool(section.get("auto_migrate", True)),
             seed_templates=bool(section.get("seed_templates", True)),
         )

@@ -127,12 +127,13 @@ async def canvas(config: Config, args: argparse.Namespace) -> int:
                 )
                 print(f"{created.id}\t{created.title}")
         elif args.canvas_command == "list":
-            request = canvas_store_pb2.ListCanvasesRequest(page_size=args.page_size, filter=args.filter, order_by=args.order_by)
+            request = canvas_store_pb2.ListCanvasesRequest(page_size=args.page_size, filter=args.filter, order_by=args.order_by,
+                                                           show_deleted=args.show_deleted)
             while True:
                 page = await stub.ListCanvases(request, metadata=metadata)
                 for item in page.canvases:
                     category = canvas_store_pb2.CanvasCategory.Name(item.category).removeprefix("CANVAS_CATEGORY_")
-                    print(f"{item.id}\t{category}\t{item.title}")
+                    print(f"{item.id}\t{category}\t{item.title}" + ("\tdeleted" if item.HasField("delete_time") else ""))
                 if not page.next_page_token:
                     break
                 request.page_token = page.next_page_token
@@ -142,6 +143,14 @@ async def canvas(config: Config, args: argparse.Namespace) -> int:
             if not args.dsl:
                 shown.pop("dsl", None)
             print(json.dumps(shown, indent=2, ensure_ascii=False))
+        elif args.canvas_command == "delete":
+            reply = await stub.DeleteCanvas(canvas_store_pb2.DeleteCanvasRequest(id=args.id, etag=args.etag),
+                                            metadata=metadata)
+            expires = reply.canvas.expire_time.ToDatetime().isoformat(timespec="seconds") + "Z"
+            print(f"{reply.canvas.id}\tdeleted\trestorable until {expires}")
+        elif args.canvas_command == "undelete":
+            item = await stub.UndeleteCanvas(canvas_store_pb2.UndeleteCanvasRequest(id=args.id), metadata=metadata)
+            print(f"{item.id}\trestored\t{item.title}")
         elif args.canvas_command == "export":
             item = await stub.GetCanvas(canvas_store_pb2.GetCanvasRequest(id=args.id), metadata=metadata)
             text = json.dumps(export_document(from_canvas_message(item)), indent=2, ensure_ascii=False)

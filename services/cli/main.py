@@ -3,7 +3,7 @@
     agent-canvas up [--config FILE]                      all four services as child processes
     agent-canvas serve store|orchestrator|gateway|sandbox
     agent-canvas run FILE|--canvas ID --query Q [--inputs JSON] [--session ID] [--json]
-    agent-canvas canvas import FILE... | list | get ID | export ID [-o FILE]
+    agent-canvas canvas import FILE... | list [--show-deleted] | get ID | export ID [-o FILE] | delete ID | undelete ID
     agent-canvas kb add FILES... | list | remove ID...
     agent-canvas chat [--model M] PROMPT
     agent-canvas exec [--lang python|nodejs] FILE | -c CODE [--args JSON]
@@ -73,13 +73,19 @@ def build_parser() -> argparse.ArgumentParser:
     lst.add_argument("--filter", default="", help='e.g. title:"research" AND category=AGENT')
     lst.add_argument("--order-by", default="", help="update_time desc (default) or title")
     lst.add_argument("--page-size", type=int, default=50)
+    lst.add_argument("--show-deleted", action="store_true", help="include soft-deleted canvases (marked 'deleted')")
     get = canvas_commands.add_parser("get", help="show one canvas")
     get.add_argument("id")
     get.add_argument("--dsl", action="store_true", help="include the DSL")
     exp = canvas_commands.add_parser("export", help="write a canvas to a file that imports back to an equal canvas")
     exp.add_argument("id")
     exp.add_argument("-o", "--output", type=Path, help="file (default: stdout)")
-    for sub in (imp, lst, get, exp):
+    delete = canvas_commands.add_parser("delete", help="soft-delete a canvas (restorable with undelete until it expires)")
+    delete.add_argument("id")
+    delete.add_argument("--etag", default="", help="only if the canvas still has this etag")
+    undelete = canvas_commands.add_parser("undelete", help="restore a soft-deleted canvas")
+    undelete.add_argument("id")
+    for sub in (imp, lst, get, exp, delete, undelete):
         _common(sub)
         _stack_mode(sub)
 

@@ -2,27 +2,32 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 from services.canvas_store.core import validation
-from services.canvas_store.core.dsl import content_hash, detect_category, validate_dsl
+from services.canvas_store.core.dsl import canonical_json, content_hash, detect_category, validate_dsl
 from services.canvas_store.core.filters import parse_filter, parse_order_by
-from services.canvas_store.core.ids import new_etag, new_id
+from services.canvas_store.core.ids import new_etag, new_id, now_ms
 from services.canvas_store.core.page_tokens import PageTokenCodec
 from services.canvas_store.core.policy import Action, Caller, Kind, Target, authorize
 from services.canvas_store.core.types import (
     Canvas, Category, DslChange, JsonObject, Page, Permission, Revision, Template,
 )
 from services.common.errors import (
-    AbortedError, FailedPreconditionError, InvalidArgumentError, NotFoundError,
+    AbortedError, AlreadyExistsError, FailedPreconditionError, InvalidArgumentError, NotFoundError, PermissionDeniedError,
 )
 
 logger = logging.getLogger(__name__)
 
 LATEST = "latest"
 PUBLISHED = "published"
+QUICK_PATHS = frozenset({"description", "avatar"})
+"""Update masks within these take the single-statement path (`_quick_update`)."""
+_FACTS_MAX = 4096
 
 
 @dataclass
@@ -44,22 +49,48 @@ def canvas_target(canvas: Canvas) -> Target:
     return Target(Kind.CANVAS, canvas.tenant_id, canvas.id, owner_id=canvas.owner_id, permission=canvas.permission)
 
 
+def request_fingerprint(data: CanvasInput, template_id: str) -> str:
+    """SHA-256 of a CreateCanvas payload as sent (before defaults), stored next to its request_id."""
+    payload = {
+        "title": data.title, "description": data.description, "avatar": data.avatar,
+        "permission": data.permission.value if data.permission else "", "release": data.release,
+        "category": data.category.value if data.category else "", "tags": list(data.tags), "dsl": data.dsl,
+        "template_id": template_id,
+    }
+    return hashlib.sha256(canonical_json(payload)).hexdigest()
+
+
+def ensure_live(canvas: Canvas) -> None:
+    """Writes, new sessions and new runs need a canvas that is not soft-deleted (reads are fine: AIP-164)."""
+    if canvas.deleted:
+        raise FailedPreconditionError(f"canvas {canvas.id!r} is deleted; undelete it first", reason="CANVAS_DELETED")
+
+
 class CanvasService:
-    def __init__(self, canvases: Any, tenants: Any, tokens: PageTokenCodec, *, max_dsl_bytes: int):
+    def __init__(self, canvases: Any, tenants: Any, tokens: PageTokenCodec, *, max_dsl_bytes: int,
+                 deleted_retention_s: int = 30 * 24 * 3600):
         self._canvases = canvases
         self._tenants = tenants
         self._tokens = tokens
         self._max_dsl_bytes = max_dsl_bytes
+        self._retention_ms = deleted_retention_s * 1000
+        # canvas id -> (etag, policy target) as last read or written here. A write conditional on that
+        # etag can only apply while the row still has it, so the facts are exact for such a write; any
+        # other write to the row (permission change, delete, another replica) changes the etag.
+        self._facts: dict[str, tuple[str, Target]] = {}
+        self._facts_lock = threading.Lock()
 
     # ---- canvases --------------------------------------------------------------------------------
 
     def create(self, caller: Caller, data: CanvasInput, *, template_id: str = "", request_id: str = "",
                validate_only: bool = False) -> Canvas:
         validation.request_id(request_id)
+        fingerprint = request_fingerprint(data, template_id) if request_id else ""
         if request_id and not validate_only:
             existing = self._canvases.find_idempotent(caller.tenant_id, "canvas", request_id)
             if existing:
-                canvas = self._canvases.get_canvas(existing)
+                validation.same_request(existing[1], fingerprint)
+                canvas = self._canvases.get_canvas(existing[0])
                 if canvas is not None:
                     authorize(caller, Action.READ, canvas_target(canvas))
                     return canvas
@@ -88,10 +119,11 @@ class CanvasService:
             canvas.etag = ""
             return canvas
         change = DslChange(dsl=dsl, content_hash=content_hash(dsl), author_id=caller.user_id, description="created")
-        return self._canvases.create_canvas(canvas, change, request_id)
+        return self._canvases.create_canvas(canvas, change, request_id, fingerprint)
 
     def get(self, caller: Caller, canvas_id: str) -> Canvas:
         canvas = self._load(caller, canvas_id, Action.READ)
+        self._remember(canvas)
         return canvas
 
     def update(self, caller: Caller, canvas_id: str, data: CanvasInput, mask_paths: list[str], *,
@@ -124,6 +156,7 @@ class CanvasService:
         def prepare(current: Canvas) -> tuple[dict[str, Any], DslChange | None]:
             """The rules, run by the repository inside the write transaction on the locked row."""
             authorize(caller, Action.EDIT, canvas_target(current))
+            ensure_live(current)
             if ("permission" in changes and changes["permission"] is not current.permission) or (
                     "release" in changes and changes["release"] != current.release):
                 authorize(caller, Action.MANAGE, canvas_target(current))
@@ -133,6 +166,10 @@ class CanvasService:
             return changes, change
 
         validation.resource_id(canvas_id, "id")
+        if not validate_only and changes and frozenset(paths) <= QUICK_PATHS:
+            quick = self._quick_update(caller, canvas_id, data.etag, changes)
+            if quick is not None:
+                return quick
         if validate_only:
             current = self._load(caller, canvas_id, Action.EDIT)
             prepare(current)
@@ -145,24 +182,85 @@ class CanvasService:
             raise NotFoundError(f"canvas {canvas_id!r} not found", resource_type="canvas", resource_name=canvas_id)
         return updated
 
-    def delete(self, caller: Caller, canvas_id: str, etag: str = "") -> None:
-        current = self._load(caller, canvas_id, Action.MANAGE, with_dsl=False)
+    def _quick_update(self, caller: Caller, canvas_id: str, etag: str, changes: dict[str, Any]) -> Canvas | None:
+        """Description/avatar changes as one conditional UPDATE ... RETURNING; None = take the regular path.
+
+        The same policy decides: on the facts remembered for this exact etag (then the statement runs alone),
+        else on the updated row inside the transaction before it commits (the fields changed here are not
+        ones the policy looks at). No row matched, or remembered facts that deny, go the regular path,
+        which reports NOT_FOUND or ABORTED exactly as before.
+        """
+        def check(current: Canvas) -> None:
+            authorize(caller, Action.EDIT, canvas_target(current))
+
+        known = self._facts.get(canvas_id) if etag else None
+        updated = None
+        if known is not None and known[0] == etag:
+            try:
+                authorize(caller, Action.EDIT, known[1])
+            except (NotFoundError, PermissionDeniedError):
+                return None
+            updated = self._canvases.update_fields(canvas_id, etag, changes, None)
+        elif etag:
+            updated = self._canvases.update_fields(canvas_id, etag, changes, check)
+        if updated is not None:
+            self._remember(updated)
+        return updated
+
+    def _remember(self, canvas: Canvas) -> None:
+        with self._facts_lock:
+            if len(self._facts) >= _FACTS_MAX:  # drop the oldest entry; exactness never depends on the cache
+                self._facts.pop(next(iter(self._facts)))
+            self._facts.pop(canvas.id, None)
+            self._facts[canvas.id] = (canvas.etag, canvas_target(canvas))
+
+    def delete(self, caller: Caller, canvas_id: str, etag: str = "") -> Canvas:
+        """Soft delete (AIP-164): hidden from List, still readable with Get, restorable until expire_time."""
+        current = self._load(caller, canvas_id, Action.MANAGE)
+        if current.deleted:
+            raise NotFoundError(f"canvas {canvas_id!r} is already deleted", resource_type="canvas",
+                                resource_name=canvas_id)
         if etag and etag != current.etag:
             raise AbortedError(f"canvas {canvas_id!r} has changed since etag {etag!r} was read", reason="ETAG_MISMATCH")
-        self._canvases.delete_canvas(canvas_id, etag or current.etag)
+        now = now_ms()
+        deleted = self._canvases.set_deleted(current, etag or current.etag, now, now + self._retention_ms)
+        self._remember(deleted)
+        return deleted
 
-    def list(self, caller: Caller, *, page_size: int, page_token: str, filter_text: str, order_by: str) -> Page:
+    def undelete(self, caller: Caller, canvas_id: str, etag: str = "") -> Canvas:
+        """Restore a soft-deleted canvas (owner only, like delete); ALREADY_EXISTS when it is not deleted."""
+        current = self._load(caller, canvas_id, Action.MANAGE)
+        if not current.deleted:
+            raise AlreadyExistsError(f"canvas {canvas_id!r} is not deleted", reason="CANVAS_NOT_DELETED")
+        if etag and etag != current.etag:
+            raise AbortedError(f"canvas {canvas_id!r} has changed since etag {etag!r} was read", reason="ETAG_MISMATCH")
+        restored = self._canvases.set_deleted(current, etag or current.etag, 0, 0)
+        self._remember(restored)
+        return restored
+
+    def purge_expired(self, now: int | None = None) -> int:
+        """Hard-delete every soft-deleted canvas whose expire_time is before `now` (default: the clock)."""
+        moment = now_ms() if now is None else now
+        total = 0
+        while True:
+            purged = self._canvases.purge_expired(moment)
+            total += purged
+            if purged == 0:
+                return total
+
+    def list(self, caller: Caller, *, page_size: int, page_token: str, filter_text: str, order_by: str,
+             show_deleted: bool = False) -> Page:
         size = validation.page_size(page_size)
         flt = parse_filter(filter_text)
         ordering = parse_order_by(order_by)
         binding = PageTokenCodec.binding("canvases", caller.tenant_id, caller.user_id, flt.fingerprint(),
-                                         ordering.fingerprint())
+                                         ordering.fingerprint(), *(["deleted"] if show_deleted else []))
         after = self._tokens.decode(page_token, binding)
         if after is not None and (len(after) != 2 or not isinstance(after[1], str)):
             raise InvalidArgumentError.for_field("page_token", "is malformed; start again without it")
         rows = self._canvases.list_canvases(tenant_id=caller.tenant_id, user_id=caller.user_id,
                                             is_member=caller.is_member, flt=flt, ordering=ordering, after=after,
-                                            limit=size)
+                                            limit=size, show_deleted=show_deleted)
         token = ""
         if len(rows) > size:
             rows = rows[:size]
@@ -196,6 +294,7 @@ class CanvasService:
 
     def publish(self, caller: Caller, canvas_id: str, revision_id: str, etag: str) -> Revision:
         canvas = self._load(caller, canvas_id, Action.MANAGE, with_dsl=False)
+        ensure_live(canvas)
         if etag and etag != canvas.etag:
             raise AbortedError(f"canvas {canvas_id!r} has changed since etag {etag!r} was read", reason="ETAG_MISMATCH")
         revision = self._revision(canvas, revision_id or LATEST)
@@ -210,6 +309,7 @@ class CanvasService:
         if not revision_id:
             raise InvalidArgumentError.for_field("revision_id", "is required")
         canvas = self._load(caller, canvas_id, Action.EDIT, with_dsl=False)
+        ensure_live(canvas)
         if etag != canvas.etag:
             raise AbortedError(f"canvas {canvas_id!r} has changed since etag {etag!r} was read", reason="ETAG_MISMATCH")
         target = self._revision(canvas, revision_id)

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from services.canvas_store.core import validation
-from services.canvas_store.core.canvases import canvas_target
+from services.canvas_store.core.canvases import canvas_target, ensure_live
 from services.canvas_store.core.dsl import canonical_json
 from services.canvas_store.core.ids import new_id
 from services.canvas_store.core.page_tokens import PageTokenCodec
@@ -47,6 +47,7 @@ class RunService:
                                     resource_name=run.canvas_id)
             if not caller.is_service:
                 authorize(caller, Action.RUN, canvas_target(canvas))
+            ensure_live(canvas)
         if run.revision_id:
             validation.resource_id(run.revision_id, "run.revision_id")
         if run.session_id:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from services.canvas_store.core import validation
-from services.canvas_store.core.canvases import LATEST, PUBLISHED, canvas_target
+from services.canvas_store.core.canvases import LATEST, PUBLISHED, canvas_target, ensure_live
 from services.canvas_store.core.dsl import canonical_json
 from services.canvas_store.core.ids import new_id
 from services.canvas_store.core.page_tokens import PageTokenCodec
@@ -31,6 +31,7 @@ class SessionService:
         if canvas is None:
             raise NotFoundError(f"canvas {canvas_id!r} not found", resource_type="canvas", resource_name=canvas_id)
         authorize(caller, Action.RUN, canvas_target(canvas))
+        ensure_live(canvas)
         if not revision_id:
             revision_id = canvas.published_revision_id or canvas.head_revision_id
         elif revision_id == LATEST:

@@ -64,6 +64,14 @@ class Canvas:
     update_time_ms: int = 0
     head_revision_id: str = ""
     published_revision_id: str = ""
+    delete_time_ms: int = 0
+    """Soft delete (AIP-164): when it was deleted, 0 while live."""
+    expire_time_ms: int = 0
+    """When the purge removes a deleted canvas for good, 0 while live."""
+
+    @property
+    def deleted(self) -> bool:
+        return self.delete_time_ms != 0
 
 
 @dataclass(frozen=True)

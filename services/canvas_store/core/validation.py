@@ -18,7 +18,7 @@ MAX_AVATAR = 4 << 20
 # Paths UpdateCanvas may change; "*" stands for all of them.
 UPDATABLE_CANVAS_FIELDS = ("title", "description", "avatar", "permission", "release", "tags", "dsl")
 _OUTPUT_ONLY_CANVAS_FIELDS = {"name", "id", "tenant_id", "owner_id", "etag", "create_time", "update_time",
-                              "head_revision_id", "published_revision_id", "category"}
+                              "head_revision_id", "published_revision_id", "category", "delete_time", "expire_time"}
 
 
 def title(value: str, field: str = "canvas.title") -> str:
@@ -60,6 +60,17 @@ def resource_id(value: str, field: str) -> str:
     if not is_id(value):
         raise InvalidArgumentError.for_field(field, "must be a 32-character lowercase hex id")
     return value
+
+
+def same_request(stored_fingerprint: str, fingerprint: str, field: str = "request_id") -> None:
+    """A request_id names one request: replaying it with another payload is a client bug, not a retry.
+
+    An empty stored fingerprint (a key written before fingerprints existed) is trusted as before.
+    """
+    if stored_fingerprint and stored_fingerprint != fingerprint:
+        raise InvalidArgumentError.for_field(
+            field, "was already used for a request with a different payload; use a new request_id",
+            reason="REQUEST_ID_REUSED")
 
 
 def request_id(value: str, field: str = "request_id") -> str:

@@ -32,7 +32,7 @@ CANVAS_CATEGORY_AGENT: CanvasCategory
 CANVAS_CATEGORY_DATAFLOW: CanvasCategory
 
 class Canvas(_message.Message):
-    __slots__ = ("name", "id", "tenant_id", "owner_id", "title", "description", "avatar", "permission", "release", "category", "tags", "dsl", "etag", "create_time", "update_time", "head_revision_id", "published_revision_id")
+    __slots__ = ("name", "id", "tenant_id", "owner_id", "title", "description", "avatar", "permission", "release", "category", "tags", "dsl", "etag", "create_time", "update_time", "head_revision_id", "published_revision_id", "delete_time", "expire_time")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -50,6 +50,8 @@ class Canvas(_message.Message):
     UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
     HEAD_REVISION_ID_FIELD_NUMBER: _ClassVar[int]
     PUBLISHED_REVISION_ID_FIELD_NUMBER: _ClassVar[int]
+    DELETE_TIME_FIELD_NUMBER: _ClassVar[int]
+    EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
     name: str
     id: str
     tenant_id: str
@@ -67,7 +69,9 @@ class Canvas(_message.Message):
     update_time: _timestamp_pb2.Timestamp
     head_revision_id: str
     published_revision_id: str
-    def __init__(self, name: _Optional[str] = ..., id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., avatar: _Optional[str] = ..., permission: _Optional[_Union[CanvasPermission, str]] = ..., release: _Optional[bool] = ..., category: _Optional[_Union[CanvasCategory, str]] = ..., tags: _Optional[_Iterable[str]] = ..., dsl: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., etag: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., head_revision_id: _Optional[str] = ..., published_revision_id: _Optional[str] = ...) -> None: ...
+    delete_time: _timestamp_pb2.Timestamp
+    expire_time: _timestamp_pb2.Timestamp
+    def __init__(self, name: _Optional[str] = ..., id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., avatar: _Optional[str] = ..., permission: _Optional[_Union[CanvasPermission, str]] = ..., release: _Optional[bool] = ..., category: _Optional[_Union[CanvasCategory, str]] = ..., tags: _Optional[_Iterable[str]] = ..., dsl: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., etag: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., head_revision_id: _Optional[str] = ..., published_revision_id: _Optional[str] = ..., delete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class CanvasRevision(_message.Message):
     __slots__ = ("name", "id", "canvas_id", "dsl", "content_hash", "create_time", "alternate_ids", "released", "author_id", "description")
@@ -190,20 +194,32 @@ class DeleteCanvasRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., etag: _Optional[str] = ...) -> None: ...
 
 class DeleteCanvasResponse(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("canvas",)
+    CANVAS_FIELD_NUMBER: _ClassVar[int]
+    canvas: Canvas
+    def __init__(self, canvas: _Optional[_Union[Canvas, _Mapping]] = ...) -> None: ...
+
+class UndeleteCanvasRequest(_message.Message):
+    __slots__ = ("id", "etag")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    ETAG_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    etag: str
+    def __init__(self, id: _Optional[str] = ..., etag: _Optional[str] = ...) -> None: ...
 
 class ListCanvasesRequest(_message.Message):
-    __slots__ = ("page_size", "page_token", "filter", "order_by")
+    __slots__ = ("page_size", "page_token", "filter", "order_by", "show_deleted")
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
     ORDER_BY_FIELD_NUMBER: _ClassVar[int]
+    SHOW_DELETED_FIELD_NUMBER: _ClassVar[int]
     page_size: int
     page_token: str
     filter: str
     order_by: str
-    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., filter: _Optional[str] = ..., order_by: _Optional[str] = ...) -> None: ...
+    show_deleted: bool
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., filter: _Optional[str] = ..., order_by: _Optional[str] = ..., show_deleted: _Optional[bool] = ...) -> None: ...
 
 class ListCanvasesResponse(_message.Message):
     __slots__ = ("canvases", "next_page_token")

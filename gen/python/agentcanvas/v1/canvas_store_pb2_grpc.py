@@ -55,6 +55,11 @@ class CanvasStoreStub:
                 request_serializer=agentcanvas_dot_v1_dot_canvas__store__pb2.DeleteCanvasRequest.SerializeToString,
                 response_deserializer=agentcanvas_dot_v1_dot_canvas__store__pb2.DeleteCanvasResponse.FromString,
                 _registered_method=True)
+        self.UndeleteCanvas = channel.unary_unary(
+                '/agentcanvas.v1.CanvasStore/UndeleteCanvas',
+                request_serializer=agentcanvas_dot_v1_dot_canvas__store__pb2.UndeleteCanvasRequest.SerializeToString,
+                response_deserializer=agentcanvas_dot_v1_dot_canvas__store__pb2.Canvas.FromString,
+                _registered_method=True)
         self.ListCanvases = channel.unary_unary(
                 '/agentcanvas.v1.CanvasStore/ListCanvases',
                 request_serializer=agentcanvas_dot_v1_dot_canvas__store__pb2.ListCanvasesRequest.SerializeToString,
@@ -208,7 +213,15 @@ class CanvasStoreServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DeleteCanvas(self, request, context):
-        """Deletes a canvas with its revisions and sessions. Only the owner may delete.
+        """Soft-deletes a canvas (AIP-164): hidden from List, still readable with Get, restorable with
+        UndeleteCanvas until expire_time, then purged with its revisions and sessions. Only the owner may delete.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UndeleteCanvas(self, request, context):
+        """Restores a soft-deleted canvas (AIP-164). Owner only. ALREADY_EXISTS when it is not deleted.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -414,6 +427,11 @@ def add_CanvasStoreServicer_to_server(servicer, server):
                     servicer.DeleteCanvas,
                     request_deserializer=agentcanvas_dot_v1_dot_canvas__store__pb2.DeleteCanvasRequest.FromString,
                     response_serializer=agentcanvas_dot_v1_dot_canvas__store__pb2.DeleteCanvasResponse.SerializeToString,
+            ),
+            'UndeleteCanvas': grpc.unary_unary_rpc_method_handler(
+                    servicer.UndeleteCanvas,
+                    request_deserializer=agentcanvas_dot_v1_dot_canvas__store__pb2.UndeleteCanvasRequest.FromString,
+                    response_serializer=agentcanvas_dot_v1_dot_canvas__store__pb2.Canvas.SerializeToString,
             ),
             'ListCanvases': grpc.unary_unary_rpc_method_handler(
                     servicer.ListCanvases,
@@ -650,6 +668,33 @@ class CanvasStore:
             '/agentcanvas.v1.CanvasStore/DeleteCanvas',
             agentcanvas_dot_v1_dot_canvas__store__pb2.DeleteCanvasRequest.SerializeToString,
             agentcanvas_dot_v1_dot_canvas__store__pb2.DeleteCanvasResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UndeleteCanvas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentcanvas.v1.CanvasStore/UndeleteCanvas',
+            agentcanvas_dot_v1_dot_canvas__store__pb2.UndeleteCanvasRequest.SerializeToString,
+            agentcanvas_dot_v1_dot_canvas__store__pb2.Canvas.FromString,
             options,
             channel_credentials,
             insecure,

@@ -17,9 +17,11 @@ from sqlalchemy import exc
 from sqlalchemy.engine import Connection
 
 from services.canvas_store.adapters.sql.engine import Database
+from services.canvas_store.adapters.sql.fastpath import ConditionalUpdate, PointRead
 from services.canvas_store.adapters.sql.models import canvas_tags, canvases, idempotency_keys, revisions, sessions
 from services.canvas_store.core.filters import CanvasFilter, Ordering
 from services.canvas_store.core.ids import new_etag, new_id, now_ms
+from services.canvas_store.core.validation import same_request
 from services.canvas_store.core.types import Canvas, Category, DslChange, Permission, Revision
 from services.common.errors import AbortedError, AlreadyExistsError
 
@@ -27,7 +29,10 @@ logger = logging.getLogger(__name__)
 
 Prepare = Callable[[Canvas], tuple[dict[str, Any], DslChange | None]]
 
-_SUMMARY_COLUMNS = [c for c in canvases.c if c.name not in ("dsl", "title_key", "revision_counter")]
+_CANVAS_COLUMNS = [c for c in canvases.c if c.name not in ("title_key", "revision_counter")]
+_SUMMARY_COLUMNS = [c for c in _CANVAS_COLUMNS if c.name != "dsl"]
+QUICK_UPDATE_FIELDS = frozenset({"description", "avatar"})
+"""Fields `update_fields` may set: plain columns with no index, revision or tag side effects."""
 _REVISION_SUMMARY = [c for c in revisions.c if c.name != "dsl"]
 
 # Hot-path statements are built once: SQLAlchemy then skips coercion and cache-key work per call.
@@ -41,14 +46,18 @@ _CONDITIONAL_UPDATE = sa.update(canvases).where(canvases.c.id == sa.bindparam("b
 
 
 def canvas_from_row(row: Any) -> Canvas:
-    mapping = row._mapping
+    return canvas_from_mapping(row._mapping)
+
+
+def canvas_from_mapping(mapping: Any) -> Canvas:
     return Canvas(
         id=mapping["id"], tenant_id=mapping["tenant_id"], owner_id=mapping["owner_id"], title=mapping["title"],
         description=mapping["description"], avatar=mapping["avatar"], permission=Permission(mapping["permission"]),
         release=bool(mapping["release"]), category=Category(mapping["category"]), tags=list(mapping["tags"] or []),
         dsl=mapping.get("dsl"), etag=mapping["etag"], create_time_ms=mapping["create_time"],
         update_time_ms=mapping["update_time"], head_revision_id=mapping["head_revision_id"],
-        published_revision_id=mapping["published_revision_id"],
+        published_revision_id=mapping["published_revision_id"], delete_time_ms=mapping["delete_time"],
+        expire_time_ms=mapping["expire_time"],
     )
 
 
@@ -66,28 +75,40 @@ class CanvasRepository:
     def __init__(self, db: Database, keep_draft_revisions: int):
         self._db = db
         self._keep_drafts = keep_draft_revisions
+        self._point_read = PointRead(db, canvases, _CANVAS_COLUMNS, canvases.c.id)
+        self._quick_update = ConditionalUpdate(db, canvases, _CANVAS_COLUMNS, where=lambda t: t.c.delete_time == 0)
 
     # ---- reads -----------------------------------------------------------------------------------
 
     def get_canvas(self, canvas_id: str, *, with_dsl: bool = True) -> Canvas | None:
+        if with_dsl:  # the GetCanvas hot path: one statement on the DBAPI fast path
+            found = self._point_read(canvas_id)
+            return canvas_from_mapping(found) if found is not None else None
         with self._db.read() as conn:
             row = conn.execute(_GET_FULL if with_dsl else _GET_SUMMARY, {"b_id": canvas_id}).first()
         return canvas_from_row(row) if row else None
 
-    def find_idempotent(self, tenant_id: str, scope: str, request_id: str) -> str | None:
+    def find_idempotent(self, tenant_id: str, scope: str, request_id: str) -> tuple[str, str] | None:
+        """(resource id, payload fingerprint) recorded for the request_id, or None."""
         with self._db.read() as conn:
             return self._idempotent(conn, tenant_id, scope, request_id)
 
     @staticmethod
-    def _idempotent(conn: Connection, tenant_id: str, scope: str, request_id: str) -> str | None:
-        return conn.execute(
-            sa.select(idempotency_keys.c.resource_id).where(
+    def _idempotent(conn: Connection, tenant_id: str, scope: str, request_id: str) -> tuple[str, str] | None:
+        row = conn.execute(
+            sa.select(idempotency_keys.c.resource_id, idempotency_keys.c.fingerprint).where(
                 idempotency_keys.c.tenant_id == tenant_id, idempotency_keys.c.scope == scope,
                 idempotency_keys.c.request_id == request_id)
-        ).scalar()
+        ).first()
+        return (row.resource_id, row.fingerprint) if row else None
+
+    def _replay(self, conn: Connection, existing: tuple[str, str], fingerprint: str) -> Canvas:
+        same_request(existing[1], fingerprint)
+        return self._reload(conn, existing[0])
 
     def list_canvases(self, *, tenant_id: str, user_id: str, is_member: bool, flt: CanvasFilter,
-                      ordering: Ordering, after: list[Any] | None, limit: int) -> list[Canvas]:
+                      ordering: Ordering, after: list[Any] | None, limit: int,
+                      show_deleted: bool = False) -> list[Canvas]:
         """Keyset page of visible canvases; returns up to `limit` + 1 rows so the caller knows if more exist.
 
         On MySQL/MariaDB the page is found as ids first (answered from the covering list index) and the rows
@@ -99,6 +120,8 @@ class CanvasRepository:
             visible = sa.or_(visible, canvases.c.permission == Permission.TEAM.value)
         query = sa.select(*([canvases.c.id] if deferred else _SUMMARY_COLUMNS)).where(canvases.c.tenant_id == tenant_id,
                                                                                       visible)
+        if not show_deleted:
+            query = query.where(canvases.c.delete_time == 0)
         if flt.title:
             pattern = "%" + _escape_like(flt.title.lower()) + "%"
             query = query.where(canvases.c.title_key.like(pattern, escape="\\"))
@@ -145,7 +168,7 @@ class CanvasRepository:
 
     # ---- writes ----------------------------------------------------------------------------------
 
-    def create_canvas(self, canvas: Canvas, change: DslChange, request_id: str) -> Canvas:
+    def create_canvas(self, canvas: Canvas, change: DslChange, request_id: str, fingerprint: str = "") -> Canvas:
         """Insert the canvas, its first revision, tags and idempotency key; a replayed key returns the original.
 
         A unique-key race resolves to the winner (same request_id) or ALREADY_EXISTS (same title); a deadlock
@@ -153,33 +176,33 @@ class CanvasRepository:
         """
         for attempt in range(3):
             try:
-                return self._create_once(canvas, change, request_id)
+                return self._create_once(canvas, change, request_id, fingerprint)
             except AlreadyExistsError:
                 # The title check saw a canvas committed after our key lookup: maybe our own twin request's.
                 if request_id:
                     existing = self.find_idempotent(canvas.tenant_id, "canvas", request_id)
                     if existing:
                         with self._db.read() as conn:
-                            return self._reload(conn, existing)
+                            return self._replay(conn, existing, fingerprint)
                 raise
             except AbortedError as error:
                 if request_id:
                     existing = self.find_idempotent(canvas.tenant_id, "canvas", request_id)
                     if existing:
                         with self._db.read() as conn:
-                            return self._reload(conn, existing)
+                            return self._replay(conn, existing, fingerprint)
                 if isinstance(error.__cause__, exc.IntegrityError):
                     raise self._title_taken(canvas) from None
                 if attempt == 2:
                     raise
         raise AssertionError("unreachable")
 
-    def _create_once(self, canvas: Canvas, change: DslChange, request_id: str) -> Canvas:
+    def _create_once(self, canvas: Canvas, change: DslChange, request_id: str, fingerprint: str) -> Canvas:
         with self._db.write() as conn:
             if request_id:
                 existing = self._idempotent(conn, canvas.tenant_id, "canvas", request_id)
                 if existing:
-                    return self._reload(conn, existing)
+                    return self._replay(conn, existing, fingerprint)
             self._check_title_free(conn, canvas, exclude_id=None)
             revision_id = new_id()
             now = now_ms()
@@ -197,7 +220,7 @@ class CanvasRepository:
             if request_id:
                 conn.execute(sa.insert(idempotency_keys).values(
                     tenant_id=canvas.tenant_id, scope="canvas", request_id=request_id, resource_id=canvas.id,
-                    create_time=now))
+                    create_time=now, fingerprint=fingerprint))
             canvas.head_revision_id = revision_id
             canvas.create_time_ms = canvas.update_time_ms = now
             return canvas
@@ -207,6 +230,20 @@ class CanvasRepository:
         """Apply `changes` (attribute -> value) and an optional DSL change if the etag still matches."""
         with self._db.write() as conn:
             return self._apply(conn, current, expected_etag, changes, change)
+
+    def update_fields(self, canvas_id: str, expected_etag: str, changes: dict[str, Any],
+                      check: Callable[[Canvas], None] | None) -> Canvas | None:
+        """Set plain fields (QUICK_UPDATE_FIELDS) with one conditional UPDATE ... RETURNING on the fast path.
+
+        `check(updated)` runs before the commit (raising rolls back); without it the statement runs alone in
+        autocommit, for callers that already decided on facts tied to `expected_etag`. None when no row
+        matched (unknown id or stale etag): the caller finds out which on the regular path.
+        """
+        assert changes and frozenset(changes) <= QUICK_UPDATE_FIELDS, changes
+        values = {**changes, "etag": new_etag(), "update_time": now_ms()}
+        row = self._quick_update(canvas_id, expected_etag, values,
+                                 None if check is None else lambda found: check(canvas_from_mapping(found)))
+        return canvas_from_mapping(row) if row is not None else None
 
     def update_canvas_locked(self, canvas_id: str, prepare: Prepare) -> Canvas | None:
         """Read the canvas with its row locked, let `prepare` (the core's rules) decide the change, apply it.
@@ -277,16 +314,38 @@ class CanvasRepository:
             conn.execute(sa.update(revisions).where(revisions.c.id == revision_id).values(released=True))
         return etag
 
-    def delete_canvas(self, canvas_id: str, expected_etag: str) -> None:
-        """Delete the canvas with its sessions, revisions and tags in one transaction."""
+    def set_deleted(self, current: Canvas, expected_etag: str, delete_time_ms: int, expire_time_ms: int) -> Canvas:
+        """Soft delete (times > 0) or undelete (times 0) if the etag still matches; the changed canvas.
+
+        update_time is left alone: an undeleted canvas comes back where it was in update_time order.
+        """
+        etag = new_etag()
         with self._db.write() as conn:
-            conn.execute(sa.delete(sessions).where(sessions.c.canvas_id == canvas_id))
-            conn.execute(sa.delete(revisions).where(revisions.c.canvas_id == canvas_id))
-            conn.execute(sa.delete(canvas_tags).where(canvas_tags.c.canvas_id == canvas_id))
-            result = conn.execute(sa.delete(canvases).where(canvases.c.id == canvas_id, canvases.c.etag == expected_etag))
+            result = conn.execute(sa.update(canvases).where(
+                canvases.c.id == current.id, canvases.c.etag == expected_etag).values(
+                delete_time=delete_time_ms, expire_time=expire_time_ms, etag=etag))
             if result.rowcount != 1:
-                raise AbortedError(f"canvas {canvas_id!r} was changed concurrently (stale etag); re-read and retry",
+                raise AbortedError(f"canvas {current.id!r} was changed concurrently (stale etag); re-read and retry",
                                    reason="ETAG_MISMATCH")
+        return Canvas(**{**current.__dict__, "etag": etag, "delete_time_ms": delete_time_ms,
+                         "expire_time_ms": expire_time_ms})
+
+    def purge_expired(self, now_ms: int, batch: int = 100) -> int:
+        """Hard-delete up to `batch` soft-deleted canvases whose expire_time has passed, with their sessions,
+        revisions and tags; returns how many went. One transaction per batch. A canvas undeleted meanwhile
+        is skipped: the delete re-checks expire_time."""
+        with self._db.write() as conn:
+            due = sa.select(canvases.c.id).where(canvases.c.expire_time > 0, canvases.c.expire_time <= now_ms)
+            if conn.dialect.name != "sqlite":  # lock them: a concurrent undelete waits instead of losing its children
+                due = due.with_for_update()
+            ids = list(conn.execute(due.order_by(canvases.c.expire_time).limit(batch)).scalars())
+            if not ids:
+                return 0
+            conn.execute(sa.delete(sessions).where(sessions.c.canvas_id.in_(ids)))
+            conn.execute(sa.delete(revisions).where(revisions.c.canvas_id.in_(ids)))
+            conn.execute(sa.delete(canvas_tags).where(canvas_tags.c.canvas_id.in_(ids)))
+            return conn.execute(sa.delete(canvases).where(
+                canvases.c.id.in_(ids), canvases.c.expire_time > 0, canvases.c.expire_time <= now_ms)).rowcount
 
     def prune_idempotency_keys(self, older_than_ms: int) -> int:
         with self._db.write() as conn:

@@ -4,9 +4,9 @@ Why synchronous SQLAlchemy on a bounded thread pool rather than SQLAlchemy's asy
 three drivers we support (pysqlite, psycopg 3, PyMySQL) are all mature in sync mode, SQLite has no truly
 asynchronous driver anyway (aiosqlite is a thread per connection), the CLI and migrations call the same
 code without an event loop, and a single conditional UPDATE takes well under a millisecond, so the
-thread hop is cheap. The pool size caps concurrent DB work; the connection pool matches it, with as many
-again in overflow because a policy check may read tenant membership while its thread holds a write
-transaction.
+thread hop is cheap. The pool size caps concurrent DB work; the connection pool matches it, with twice as
+many in overflow: each DB thread keeps one connection for the fast paths (`Database.held_connection`),
+and a policy check may read tenant membership while its thread holds a write transaction.
 
 SQLite specifics: WAL journal, synchronous=NORMAL (durable across process crashes; a power loss may
 drop the last commits), foreign keys on, and write transactions start with BEGIN IMMEDIATE so that two
@@ -21,9 +21,10 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import command
@@ -58,10 +59,46 @@ def normalise_url(url: str) -> str:
 
 @dataclass
 class Database:
-    """An engine plus the in-process writer lock used on SQLite."""
+    """An engine plus the in-process writer lock used on SQLite, and the DBAPI connections that threads
+    hold for the fast paths (`held_connection`)."""
 
     engine: Engine
     write_lock: threading.Lock | None = None
+    _held: threading.local = field(default_factory=threading.local, repr=False)
+    _all_held: list[Any] = field(default_factory=list, repr=False)
+    _held_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def held_connection(self) -> Any:
+        """This thread's own pooled DBAPI connection, checked out once and kept.
+
+        Why: a checkout per statement costs a pool round (and on PostgreSQL/MariaDB a pre-ping, i.e. a
+        second round trip to the server) for a statement that is itself one round trip. The store's threads
+        are few and long-lived (the DB pool, the event loop on SQLite), so each keeps one connection; the
+        engine's overflow leaves room for them next to the Core transactions. A connection that turns out
+        dead is invalidated and dropped (`drop_held`), so the next call checks out a fresh one.
+        """
+        proxied = getattr(self._held, "connection", None)
+        if proxied is not None and not proxied.is_valid:  # invalidated elsewhere: give back the pool slot
+            self.drop_held()
+            proxied = None
+        if proxied is None:
+            proxied = self.engine.raw_connection()
+            self._held.connection = proxied
+            with self._held_lock:
+                self._all_held.append(proxied)
+        return proxied
+
+    def drop_held(self, error: BaseException | None = None) -> None:
+        proxied = getattr(self._held, "connection", None)
+        self._held.connection = None
+        if proxied is not None:
+            with self._held_lock:
+                if proxied in self._all_held:
+                    self._all_held.remove(proxied)
+            with contextlib.suppress(Exception):
+                proxied.invalidate(error)
+            with contextlib.suppress(Exception):
+                proxied.close()  # return the (now empty) slot to the pool
 
     @property
     def backend(self) -> str:
@@ -74,6 +111,11 @@ class Database:
         return write_tx(self)
 
     def dispose(self) -> None:
+        with self._held_lock:
+            held, self._all_held[:] = list(self._all_held), []
+        for proxied in held:  # checked-out connections are not closed by dispose(): give them back first
+            with contextlib.suppress(Exception):
+                proxied.close()
         self.engine.dispose()
 
 
@@ -89,14 +131,14 @@ def open_database(url: str, *, pool_size: int = 8) -> Database:
             url,
             connect_args={"check_same_thread": False, "timeout": 30},
             pool_size=pool_size,
-            max_overflow=pool_size,
+            max_overflow=2 * pool_size,
         )
         _install_sqlite_hooks(engine)
     elif backend == "postgresql":
-        engine = sa.create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+        engine = sa.create_engine(url, pool_size=pool_size, max_overflow=2 * pool_size, pool_pre_ping=True)
     elif backend in ("mysql", "mariadb"):
         engine = sa.create_engine(
-            url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True, pool_recycle=3600,
+            url, pool_size=pool_size, max_overflow=2 * pool_size, pool_pre_ping=True, pool_recycle=3600,
             isolation_level="READ COMMITTED",
         )
     else:
@@ -118,7 +160,10 @@ def _install_sqlite_hooks(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
-        immediate = connection.get_execution_options().get(_WRITE, False)
+        options = connection.get_execution_options()
+        if options.get("isolation_level") == "AUTOCOMMIT":  # each statement is its own transaction
+            return
+        immediate = options.get(_WRITE, False)
         connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 

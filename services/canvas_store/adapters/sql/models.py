@@ -75,12 +75,18 @@ class CanvasRow(Base):
     revision_counter: Mapped[int] = mapped_column(sa.BigInteger, nullable=False, default=0)
     create_time: Mapped[int] = mapped_column(sa.BigInteger, nullable=False)
     update_time: Mapped[int] = mapped_column(sa.BigInteger, nullable=False)
+    # Soft delete (AIP-164, 0004): 0 while live; expire_time is when the purge removes the row for good.
+    delete_time: Mapped[int] = mapped_column(sa.BigInteger, nullable=False, default=0, server_default="0")
+    expire_time: Mapped[int] = mapped_column(sa.BigInteger, nullable=False, default=0, server_default="0")
 
     __table_args__ = (
+        # Deleted canvases keep their title reserved, so an undelete never collides.
         sa.UniqueConstraint("tenant_id", "owner_id", "category", "title_key", name="uq_canvases_owner_title"),
-        # Cover the visibility check too, so keyset pages can be found from the index alone (0003).
-        sa.Index("ix_canvases_list_update", "tenant_id", "update_time", "id", "owner_id", "permission"),
-        sa.Index("ix_canvases_list_title", "tenant_id", "title", "id", "owner_id", "permission"),
+        # Cover the visibility and deleted checks too, so keyset pages can be found from the index alone
+        # (0003, delete_time since 0004).
+        sa.Index("ix_canvases_list_update", "tenant_id", "update_time", "id", "owner_id", "permission", "delete_time"),
+        sa.Index("ix_canvases_list_title", "tenant_id", "title", "id", "owner_id", "permission", "delete_time"),
+        sa.Index("ix_canvases_expire", "expire_time"),
     )
 
 
@@ -163,6 +169,9 @@ class IdempotencyKeyRow(Base):
     request_id: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
     resource_id: Mapped[str] = mapped_column(sa.String(ID_LEN), nullable=False)
     create_time: Mapped[int] = mapped_column(sa.BigInteger, nullable=False)
+    # SHA-256 of the request's payload (0005): a reused request_id with another payload is refused.
+    # Empty for keys written before 0005, which are trusted as before.
+    fingerprint: Mapped[str] = mapped_column(sa.String(64), nullable=False, default="", server_default="")
 
     __table_args__ = (sa.Index("ix_idempotency_create_time", "create_time"),)
 

@@ -1,0 +1,36 @@
+"""`agent-canvas canvas delete | undelete | list --show-deleted` through the CLI entry point, with the store
+booted in-process on SQLite (--embedded)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from services.cli.main import main
+
+HELLO = Path(__file__).resolve().parents[2] / "examples" / "hello.json"
+
+
+def _listed(capsys, *extra: str) -> list[list[str]]:
+    assert main(["canvas", "list", "--embedded", *extra]) == 0
+    return [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+
+
+def test_delete_list_show_deleted_undelete(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("AGENT_CANVAS_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.delenv("CANVAS_STORE_ADDR", raising=False)
+    assert main(["canvas", "import", str(HELLO), "--embedded"]) == 0
+    canvas_id, title = capsys.readouterr().out.strip().split("\t")
+
+    assert main(["canvas", "delete", canvas_id, "--embedded"]) == 0
+    deleted = capsys.readouterr().out.strip().split("\t")
+    assert deleted[:2] == [canvas_id, "deleted"] and deleted[2].startswith("restorable until ")
+    assert [row[0] for row in _listed(capsys)] == []
+    assert _listed(capsys, "--show-deleted") == [[canvas_id, "AGENT", title, "deleted"]]
+
+    assert main(["canvas", "delete", canvas_id, "--embedded"]) == 2  # already deleted
+    assert "NOT_FOUND" in capsys.readouterr().err
+    assert main(["canvas", "undelete", canvas_id, "--embedded"]) == 0
+    assert capsys.readouterr().out.strip() == f"{canvas_id}\trestored\t{title}"
+    assert _listed(capsys) == [[canvas_id, "AGENT", title]]
+    assert main(["canvas", "undelete", canvas_id, "--embedded"]) == 2  # not deleted
+    assert "ALREADY_EXISTS" in capsys.readouterr().err
