@@ -4,6 +4,7 @@ regular path does: same policy, same etag rule, same errors, and nothing written
 from __future__ import annotations
 
 import grpc
+import pytest
 from agentcanvas.v1 import canvas_store_pb2 as pb
 from google.protobuf import field_mask_pb2
 
@@ -93,11 +94,8 @@ def _drop_every_other_connection(store) -> int:
         engine.dispose()
 
 
+@pytest.mark.parametrize("backend", ["postgresql", "mariadb"], indirect=True)  # SQLite has no server to drop them
 async def test_reads_survive_the_database_dropping_held_connections(store):
-    import pytest
-
-    if store.backend == "sqlite":
-        pytest.skip("no server connections to lose on SQLite")
     canvas = await create_canvas(store.alice)
     # Warm every DB thread's held connection, then have the server end them all.
     for _ in range(3 * store.app.settings.db_pool_size):
