@@ -67,7 +67,7 @@ async def test_rpc_run_node_and_llm_spans_form_the_runs_trace(stack, finished_sp
     assert call.attributes["gen_ai.system"] and call.attributes["llm.provider_model"] == "openai/test-model"
     assert call.attributes["gen_ai.usage.prompt_tokens"] == 12 and call.attributes["gen_ai.usage.completion_tokens"] == 3
     assert call.attributes["llm.outcome"] == "ok"
-    gateway_rpc = next(s for s in spans if s.name == "/agentcanvas.v1.LlmGateway/ChatStream")
+    gateway_rpc = next(s for s in spans if s.name == "/agentcanvas.v1.LlmGateway/ChatStreamBatched")
     assert call.parent.span_id == gateway_rpc.context.span_id
     assert gateway_rpc.parent.span_id == nodes["llm"].context.span_id  # the node's call crossed the process boundary
     text = metrics_text()
