@@ -9,7 +9,13 @@ streamed). Prints one JSON line per figure:
     {"bench":"e2e","metric":"runs_per_s","concurrency":1|32,"value":…,"goal":220}
     {"bench":"e2e","metric":"first_event_ms","concurrency":32,"p50":…,"p99":…}
     {"bench":"e2e","metric":"first_delta_ms","concurrency":32,"p50":…,"p99":…}
+    {"bench":"e2e","metric":"cpu_ms_per_run","concurrency":1|32,"canvas_store":…,"llm_gateway":…,
+     "orchestrator":…,"client":…,"model_server":…,"total":…}
     {"bench":"e2e","metric":"gateway_chats_per_s","concurrency":32,"value":…}   the peer limit, same run
+
+`cpu_ms_per_run` is each process's user+system CPU over the phase (from /proc/PID/stat; the client
+and the scripted model server are measured the same way, the model server runs in its own process
+so that its HTTP work is not charged to the client) divided by the runs of the phase.
 
 `gateway_chats_per_s` drives ChatStream on the same gateway directly: a run makes one model call, so
 the orchestrator can never be faster than that. `--profile FILE` runs the orchestrator under
@@ -57,6 +63,34 @@ DSL = {
     "globals": {"sys.query": "", "sys.user_id": "", "sys.conversation_turns": 0, "sys.files": []},
     "history": [], "path": [], "retrieval": [],
 }
+
+
+def _cpu_s(pid: int) -> float:
+    """utime + stime of a process (all its threads), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _store_rpcs(port: int) -> dict[str, float]:
+    """canvas_store's handled-call counters by method (its Prometheus side port)."""
+    import urllib.request
+
+    counts: dict[str, float] = {}
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+        for line in reply.read().decode().splitlines():
+            if line.startswith("agentcanvas_rpc_requests_total{"):
+                labels, value = line.rsplit(" ", 1)
+                method = labels.split('method="', 1)[1].split('"', 1)[0].rsplit("/", 1)[-1]
+                counts[method] = counts.get(method, 0.0) + float(value)
+    return counts
+
+
+def _serve_model() -> None:
+    """`--serve-model`: the scripted model server in this process; prints its base URL, runs until stdin closes."""
+    model = ScriptedOpenAIServer(default=_answer).start()
+    print(model.base_url, flush=True)
+    sys.stdin.read()
+    model.stop()
 
 
 def _free_port() -> int:
@@ -135,25 +169,33 @@ async def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--concurrency", default="1,32")
     parser.add_argument("--profile", default="", help="write py-spy collapsed stacks of --profile-service here")
     parser.add_argument("--profile-service", default="orchestrator", choices=("orchestrator", "llm_gateway", "canvas_store"))
+    parser.add_argument("--serve-model", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.serve_model:
+        _serve_model()
+        return
     levels = [int(c) for c in args.concurrency.split(",")]
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-e2e-"))
-    model = ScriptedOpenAIServer(default=_answer).start()
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'gen' / 'python'}"}
+    model = subprocess.Popen([sys.executable, "-m", "bench.e2e", "--serve-model"], env=env, cwd=ROOT,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    model_url = model.stdout.readline().strip()
     ports = {name: _free_port() for name in ("canvas_store", "llm_gateway", "orchestrator", "sandbox")}
+    store_metrics = _free_port()
     config = {
         "data_dir": str(tmp),
         "auth": {"embedded": False, "tokens": [{"token": TOKEN, "tenant": "bench", "user": "bench"}]},
         "addresses": {name: f"127.0.0.1:{port}" for name, port in ports.items()},
         "log": {"level": "WARNING"},
-        "store": {"database_url": f"sqlite:///{tmp / 'store.db'}", "seed_templates": False},
+        "store": {"database_url": f"sqlite:///{tmp / 'store.db'}", "seed_templates": False,
+                  "metrics_port": store_metrics},
         "gateway": {"embedded": {"enabled": False},
-                    "models": {"": {"model": "openai/bench", "api_base": model.base_url, "api_key": "sk"}}},
+                    "models": {"": {"model": "openai/bench", "api_base": model_url, "api_key": "sk"}}},
         "orchestrator": {"service_token": TOKEN},
     }
     path = tmp / "config.yaml"
     path.write_text(yaml.safe_dump(config))
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'gen' / 'python'}"}
     processes = {name: subprocess.Popen([sys.executable, "-m", f"services.{name}", "--config", str(path)], env=env, cwd=ROOT,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                  for name in ("canvas_store", "llm_gateway", "orchestrator")}
@@ -170,7 +212,12 @@ async def main(argv: list[str] | None = None) -> None:
                                              str(processes[args.profile_service].pid), "--rate", "50"],
                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             runs = args.runs if concurrency > 1 else max(args.runs // 4, 50)
+            pids = {name: p.pid for name, p in processes.items()} | {"client": os.getpid(), "model_server": model.pid}
+            cpu_before = {name: _cpu_s(pid) for name, pid in pids.items()}
+            rpcs_before = _store_rpcs(store_metrics)
             result = await _phase(stub, runs, concurrency)
+            rpcs_after = _store_rpcs(store_metrics)
+            cpu = {name: round((_cpu_s(pid) - cpu_before[name]) * 1000 / runs, 2) for name, pid in pids.items()}
             if profiler is not None:
                 profiler.send_signal(2)
                 profiler.wait(60)
@@ -180,6 +227,11 @@ async def main(argv: list[str] | None = None) -> None:
             for metric in ("first_event", "first_delta"):
                 print(json.dumps({"bench": "e2e", "metric": f"{metric}_ms", "concurrency": concurrency,
                                   "p50": _pct(result[metric], 0.5), "p99": _pct(result[metric], 0.99)}), flush=True)
+            print(json.dumps({"bench": "e2e", "metric": "cpu_ms_per_run", "concurrency": concurrency, **cpu,
+                              "total": round(sum(cpu.values()), 2)}), flush=True)
+            rpcs = {m: round((n - rpcs_before.get(m, 0.0)) / runs, 2) for m, n in sorted(rpcs_after.items())}
+            print(json.dumps({"bench": "e2e", "metric": "store_rpcs_per_run", "concurrency": concurrency,
+                              **{m: n for m, n in rpcs.items() if n}, "total": round(sum(rpcs.values()), 2)}), flush=True)
         await channel.close()
         top = max(levels)
         value = await _gateway_phase(config["addresses"]["llm_gateway"], args.runs, top)
@@ -195,7 +247,11 @@ async def main(argv: list[str] | None = None) -> None:
                 process.wait(20)
             except subprocess.TimeoutExpired:
                 process.kill()
-        model.stop()
+        model.stdin.close()
+        try:
+            model.wait(20)
+        except subprocess.TimeoutExpired:
+            model.kill()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
