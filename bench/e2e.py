@@ -175,6 +175,8 @@ async def main(argv: list[str] | None = None) -> None:
         _serve_model()
         return
     levels = [int(c) for c in args.concurrency.split(",")]
+    # py-spy is a dev extra: installed beside this interpreter, which need not be on PATH
+    spy = shutil.which("py-spy", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-e2e-"))
     env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'gen' / 'python'}"}
@@ -207,8 +209,8 @@ async def main(argv: list[str] | None = None) -> None:
         stub = orchestrator_pb2_grpc.OrchestratorStub(channel)
         await _phase(stub, 20, 4)  # warm-up: imports, connections, litellm caches
         for concurrency in levels:
-            if args.profile and concurrency == max(levels) and shutil.which("py-spy"):
-                profiler = subprocess.Popen(["py-spy", "record", "--nonblocking", "--format", "raw", "-o", args.profile, "--pid",
+            if args.profile and concurrency == max(levels) and spy:
+                profiler = subprocess.Popen([spy, "record", "--nonblocking", "--format", "raw", "-o", args.profile, "--pid",
                                              str(processes[args.profile_service].pid), "--rate", "50"],
                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             runs = args.runs if concurrency > 1 else max(args.runs // 4, 50)

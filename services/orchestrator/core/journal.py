@@ -53,12 +53,14 @@ class Journal:
         *,
         flush_interval_s: float = 0.02,
         on_cancel_requested: Callable[[], None] | None = None,
+        on_persisted: Callable[[list[Event]], None] | None = None,
     ):
         self._store = store
         self._run_id = run_id
         self.lease_token = lease_token
         self._interval = flush_interval_s
         self._on_cancel = on_cancel_requested
+        self._on_persisted = on_persisted  # the run's local feed: events with their seqs, once stored
         self._queue: list[Event | _Commit] = []
         self._flusher: asyncio.Task | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -175,6 +177,8 @@ class Journal:
             self.failure = JournalFailed(exc)
             return
         self.last_seq = result.last_seq
+        if events and self._on_persisted is not None:
+            self._on_persisted(events)
         if result.cancel_requested and self._on_cancel:
             self._on_cancel()
 

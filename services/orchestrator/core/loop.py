@@ -20,6 +20,7 @@ from services.orchestrator.core import sessions
 from services.orchestrator.core.context import Services
 from services.orchestrator.core.dsl.loader import load
 from services.orchestrator.core.dsl.model import CanvasSpec
+from services.orchestrator.core.feed import RunFeed
 from services.orchestrator.core.journal import Journal, JournalFailed
 from services.orchestrator.core.ports import Lease, RunError, RunRecord, RunStatus, RunStore, Step, Usage
 from services.orchestrator.core.runner import Execution, Limits, RunFailed, RunPaused
@@ -100,9 +101,19 @@ class RunLoop:
 
     async def drive(self, record: RunRecord, lease: Lease, cancel: asyncio.Event | None = None,
                     canvas: CanvasSpec | None = None,
-                    before_finish: Callable[[], Awaitable[None]] | None = None) -> RunStatus | None:
+                    before_finish: Callable[[], Awaitable[None]] | None = None,
+                    feed: RunFeed | None = None) -> RunStatus | None:
         """Execute (or continue) a run under `lease`. `cancel` lets the local replica cancel at once;
-        other replicas' cancels arrive through commit replies and the heartbeat."""
+        other replicas' cancels arrive through commit replies and the heartbeat. `feed` receives every
+        batch once it is persisted, and is closed when this replica stops writing the run."""
+        try:
+            return await self._drive(record, lease, cancel, canvas, before_finish, feed)
+        finally:
+            if feed is not None:
+                feed.close()
+
+    async def _drive(self, record: RunRecord, lease: Lease, cancel: asyncio.Event | None, canvas: CanvasSpec | None,
+                     before_finish: Callable[[], Awaitable[None]] | None, feed: RunFeed | None) -> RunStatus | None:
         # The store assigns run ids; the id seeds variant choices and keys model request ids.
         spec = {**record.spec, "run_id": record.id}
         spec.setdefault("seed", record.id)
@@ -116,7 +127,7 @@ class RunLoop:
         cancel = cancel or asyncio.Event()
         lost = asyncio.Event()
         journal = Journal(self.store, record.id, lease.token, flush_interval_s=self.settings.flush_interval_s,
-                          on_cancel_requested=cancel.set)
+                          on_cancel_requested=cancel.set, on_persisted=feed.publish if feed is not None else None)
         execution = Execution(canvas, state, journal, self.services, self.settings.limits, rebuilt.replay,
                               interrupted=rebuilt.interrupted)
         heartbeat = asyncio.create_task(self._heartbeat(record.id, lease, cancel, lost))

@@ -21,6 +21,7 @@ from services.orchestrator.core.context import Services
 from services.orchestrator.core.dsl.loader import LoadResult
 from services.orchestrator.core.dsl.validate import check_mcp_servers, load_for_run, validate
 from services.orchestrator.core.events import Event
+from services.orchestrator.core.feed import RunFeed
 from services.orchestrator.core.loop import LoopSettings, RunLoop
 from services.orchestrator.core.ports import RunRecord, RunStatus, RunStore, acting_as
 
@@ -73,6 +74,7 @@ class Orchestrator:
         self._runs: dict[str, asyncio.Task] = {}
         self._cancels: dict[str, asyncio.Event] = {}
         self._leases: dict[str, int] = {}
+        self._feeds: dict[str, RunFeed] = {}
         self._reaper: asyncio.Task | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -186,7 +188,35 @@ class Orchestrator:
         return spec
 
     def stream_events(self, run_id: str, after_seq: int = 0) -> AsyncIterator[Event]:
-        return self.store.watch_events(run_id, after_seq)
+        """Persisted events after `after_seq`, then new ones, up to the terminal one. A run executing
+        here is followed through its local feed (taken now, so a run that ends before the caller
+        iterates is still served), anything else through the store."""
+        feed = self._feeds.get(run_id)
+        if feed is None:
+            return self.store.watch_events(run_id, after_seq)
+        return self._follow(feed, run_id, after_seq)
+
+    def stream_batches(self, run_id: str, after_seq: int = 0) -> AsyncIterator[list[Event]]:
+        """stream_events, grouped as the events were committed (one batch per store commit when local)."""
+        feed = self._feeds.get(run_id)
+        return self._follow_batches(feed, run_id, after_seq)
+
+    async def _follow(self, feed: RunFeed, run_id: str, after_seq: int) -> AsyncIterator[Event]:
+        async for batch in self._follow_batches(feed, run_id, after_seq):
+            for event in batch:
+                yield event
+
+    async def _follow_batches(self, feed: RunFeed | None, run_id: str, after_seq: int) -> AsyncIterator[list[Event]]:
+        last = after_seq
+        if feed is not None:
+            async for batch in feed.follow(after_seq):
+                yield batch
+                last = batch[-1].seq
+                if batch[-1].terminal:
+                    return
+        # Not (or no longer) written here: the store has every persisted event after `last`.
+        async for event in self.store.watch_events(run_id, last):
+            yield [event]
 
     async def cancel(self, run_id: str) -> RunRecord:
         record = await self.store.request_cancel(run_id)
@@ -207,20 +237,24 @@ class Orchestrator:
         full = record if record.spec.get("dsl") else await self.store.get_run(record.id)
         await self.admission.adopt(full.tenant_id, full.id)
         cancel = asyncio.Event()
-        task = asyncio.create_task(self._drive(full, lease, cancel, canvas))
+        feed = RunFeed()
+        task = asyncio.create_task(self._drive(full, lease, cancel, canvas, feed))
         self._runs[record.id] = task
         self._cancels[record.id] = cancel
         self._leases[record.id] = lease.token
+        self._feeds[record.id] = feed
 
         def forget(_task: asyncio.Task, run_id: str = record.id) -> None:
             self._runs.pop(run_id, None)
             self._cancels.pop(run_id, None)
             self._leases.pop(run_id, None)
+            self._feeds.pop(run_id, None)
+            feed.close()  # also when the task was cancelled before it started
 
         task.add_done_callback(forget)
         return True
 
-    async def _drive(self, record: RunRecord, lease, cancel: asyncio.Event, canvas=None) -> None:
+    async def _drive(self, record: RunRecord, lease, cancel: asyncio.Event, canvas=None, feed: RunFeed | None = None) -> None:
         deadline_var.set(None)  # the run outlives the RPC that started it
         if record.tenant_id and not token_var.get():
             # A takeover runs outside any RPC: the service token acts on behalf of the run's creator.
@@ -242,7 +276,7 @@ class Orchestrator:
 
         try:
             with telemetry.run_span(record) as run_trace:
-                status = await self.loop.drive(record, lease, cancel, canvas, before_finish=release_slot)
+                status = await self.loop.drive(record, lease, cancel, canvas, before_finish=release_slot, feed=feed)
                 run_trace.set_attribute("run.status", status.name if status is not None else "ABANDONED")
         except (AgentCanvasError, FailedPreconditionError) as exc:
             logger.error("run %s stopped: %s", record.id, exc.message)
