@@ -96,6 +96,18 @@ class Journal:
             self._kick()
         await future
 
+    def stage(self, steps: list[Step], events: list[Event]) -> None:
+        """Queue steps and events without waiting: they are written in order with the next commit (or
+        within flush_interval_s). For a step that nothing waits on, e.g. the run's last one, which the
+        terminal commit right after carries in the same store transaction."""
+        if self.failure:
+            return
+        future = asyncio.get_running_loop().create_future()
+        future.add_done_callback(_consume)  # a refusal is raised by the next commit instead
+        self._queue.append(_Commit(steps, events, future))
+        if self._timer is None and self._flusher is None and not self._leading:
+            self._timer = asyncio.get_running_loop().call_later(self._interval, self._on_timer)
+
     def abandon(self) -> None:
         """Stop writing: drop queued events and cancel timers (the run is being abandoned)."""
         if self._timer is not None:

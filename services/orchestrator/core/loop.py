@@ -67,8 +67,10 @@ async def _interrupted_attempts(store: RunStore, run_id: str) -> dict[str, int]:
         after = page[-1].seq
 
 
-async def rebuild(store: RunStore, record: RunRecord) -> Rebuilt:
-    """Journal of this run plus, for a resumed run, the journal chain of the runs it continues."""
+async def rebuild(store: RunStore, record: RunRecord, *, fresh: bool = False) -> Rebuilt:
+    """Journal of this run plus, for a resumed run, the journal chain of the runs it continues.
+    `fresh`: this replica holds the run's first lease ever (token 1). Every commit is fenced by a
+    lease token, so no step of this run exists yet and reading them is skipped."""
     replay: dict[str, dict[str, Any]] = {}
     chain: list[str] = []
     base = record.spec.get("resume_from") or ""
@@ -82,7 +84,7 @@ async def rebuild(store: RunStore, record: RunRecord) -> Rebuilt:
                 replay[step.state["key"]] = {**step.state, "answer": None}
     started = False
     usage = Usage()
-    for step in await store.list_steps(record.id):
+    for step in (await store.list_steps(record.id)) if not fresh else ():
         if step.state.get("kind") == "started":
             started = True
         elif step.state.get("key") and not step.state.get("failed"):
@@ -121,7 +123,7 @@ class RunLoop:
             loaded = load(spec["dsl"])
             assert loaded.canvas is not None, "a run spec always holds a loadable DSL"
             canvas = loaded.canvas
-        rebuilt = await rebuild(self.store, record)
+        rebuilt = await rebuild(self.store, record, fresh=lease.token == 1)
         state = RunState(canvas=canvas, spec=spec, globals=copy.deepcopy(spec.get("globals") or canvas.globals))
         state.usage.add(rebuilt.usage)
         cancel = cancel or asyncio.Event()
@@ -135,7 +137,10 @@ class RunLoop:
             if record.cancel_requested:
                 cancel.set()
             elif not rebuilt.started:
-                await journal.commit([Step("", {"kind": "started"})], [ev.Event(ev.WORKFLOW_STARTED, {
+                # Staged, not awaited: it goes to the store with the first node's commit (one
+                # transaction less per run). Before that commit nothing of the run is persisted, so
+                # a takeover in between starts the run afresh, as it would before this commit.
+                journal.stage([Step("", {"kind": "started"})], [ev.Event(ev.WORKFLOW_STARTED, {
                     "inputs": spec.get("inputs") or {}, "canvas_id": record.canvas_id, "revision_id": record.revision_id,
                     "resumed": bool(spec.get("resume_from")), "query": spec.get("query", "")})])
             outcome = await self._execute(execution, cancel, lost)
