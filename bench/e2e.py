@@ -169,6 +169,7 @@ async def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--concurrency", default="1,32")
     parser.add_argument("--profile", default="", help="write py-spy collapsed stacks of --profile-service here")
     parser.add_argument("--profile-service", default="orchestrator", choices=("orchestrator", "llm_gateway", "canvas_store"))
+    parser.add_argument("--profile-rate", type=int, default=200, help="py-spy samples per second")
     parser.add_argument("--serve-model", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_model:
@@ -211,7 +212,7 @@ async def main(argv: list[str] | None = None) -> None:
         for concurrency in levels:
             if args.profile and concurrency == max(levels) and spy:
                 profiler = subprocess.Popen([spy, "record", "--nonblocking", "--format", "raw", "-o", args.profile, "--pid",
-                                             str(processes[args.profile_service].pid), "--rate", "50"],
+                                             str(processes[args.profile_service].pid), "--rate", str(args.profile_rate)],
                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             runs = args.runs if concurrency > 1 else max(args.runs // 4, 50)
             pids = {name: p.pid for name, p in processes.items()} | {"client": os.getpid(), "model_server": model.pid}

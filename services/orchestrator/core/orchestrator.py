@@ -159,7 +159,10 @@ class Orchestrator:
         await self.admission.rename(tenant_id, record.id, created.id if fresh else "")
         if fresh:
             telemetry.RUNS_STARTED.labels("resume" if previous is not None else "new").inc()
-            if not await self._claim(created, canvas if created.id == record.id else None):
+            # The store names the run; it is the one made from this request (not an earlier run of
+            # the same request_id) when its spec is ours, and then the canvas loaded above is its canvas.
+            ours = created.spec is spec or created.spec == spec
+            if not await self._claim(created, canvas if ours else None):
                 self.admission.forget(created.id)  # not ours to renew: whoever claims it adopts it
         return created
 
