@@ -108,12 +108,22 @@ def _pct(values: list[float], q: float) -> float:
     return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2) if ordered else 0.0
 
 
-async def _one_run(stub, query: str) -> tuple[float, float | None, float | None, bool]:
+async def _events(stub, request, rpc: str):
+    if rpc == "RunCanvasBatched":
+        async for batch in stub.RunCanvasBatched(request, metadata=AUTH, timeout=120):
+            for event in batch.events:
+                yield event
+    else:
+        async for event in stub.RunCanvas(request, metadata=AUTH, timeout=120):
+            yield event
+
+
+async def _one_run(stub, query: str, rpc: str) -> tuple[float, float | None, float | None, bool]:
     started = time.perf_counter()
     first_event = first_delta = None
     ok = False
     request = orchestrator_pb2.RunCanvasRequest(dsl=to_struct(DSL), query=query)
-    async for event in stub.RunCanvas(request, metadata=AUTH, timeout=120):
+    async for event in _events(stub, request, rpc):
         now = (time.perf_counter() - started) * 1000
         kind = event.WhichOneof("event")
         if first_event is None:
@@ -125,14 +135,14 @@ async def _one_run(stub, query: str) -> tuple[float, float | None, float | None,
     return (time.perf_counter() - started) * 1000, first_event, first_delta, ok
 
 
-async def _phase(stub, runs: int, concurrency: int) -> dict[str, Any]:
+async def _phase(stub, runs: int, concurrency: int, rpc: str = "RunCanvas") -> dict[str, Any]:
     queue = list(range(runs))
     results: list[tuple[float, float | None, float | None, bool]] = []
 
     async def worker() -> None:
         while queue:
             index = queue.pop()
-            results.append(await _one_run(stub, f"question {index}"))
+            results.append(await _one_run(stub, f"question {index}", rpc))
 
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -169,6 +179,8 @@ async def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--concurrency", default="1,32")
     parser.add_argument("--profile", default="", help="write py-spy collapsed stacks of --profile-service here")
     parser.add_argument("--profile-service", default="orchestrator", choices=("orchestrator", "llm_gateway", "canvas_store"))
+    parser.add_argument("--batched", action=argparse.BooleanOptionalAction, default=True,
+                        help="also run the top concurrency over RunCanvasBatched (one message per commit)")
     parser.add_argument("--profile-rate", type=int, default=200, help="py-spy samples per second")
     parser.add_argument("--serve-model", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -209,8 +221,10 @@ async def main(argv: list[str] | None = None) -> None:
         channel = grpc.aio.insecure_channel(config["addresses"]["orchestrator"])
         stub = orchestrator_pb2_grpc.OrchestratorStub(channel)
         await _phase(stub, 20, 4)  # warm-up: imports, connections, litellm caches
-        for concurrency in levels:
-            if args.profile and concurrency == max(levels) and spy:
+        top = max(levels)
+        phases = [(c, "RunCanvas") for c in levels] + ([(top, "RunCanvasBatched")] if args.batched else [])
+        for concurrency, rpc in phases:
+            if args.profile and concurrency == top and rpc == phases[-1][1] and spy:
                 profiler = subprocess.Popen([spy, "record", "--nonblocking", "--format", "raw", "-o", args.profile, "--pid",
                                              str(processes[args.profile_service].pid), "--rate", str(args.profile_rate)],
                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -218,25 +232,25 @@ async def main(argv: list[str] | None = None) -> None:
             pids = {name: p.pid for name, p in processes.items()} | {"client": os.getpid(), "model_server": model.pid}
             cpu_before = {name: _cpu_s(pid) for name, pid in pids.items()}
             rpcs_before = _store_rpcs(store_metrics)
-            result = await _phase(stub, runs, concurrency)
+            result = await _phase(stub, runs, concurrency, rpc)
             rpcs_after = _store_rpcs(store_metrics)
             cpu = {name: round((_cpu_s(pid) - cpu_before[name]) * 1000 / runs, 2) for name, pid in pids.items()}
             if profiler is not None:
                 profiler.send_signal(2)
                 profiler.wait(60)
                 profiler = None
-            print(json.dumps({"bench": "e2e", "metric": "runs_per_s", "concurrency": concurrency, "value": result["runs_per_s"],
+            tag = {"concurrency": concurrency, "rpc": rpc}
+            print(json.dumps({"bench": "e2e", "metric": "runs_per_s", **tag, "value": result["runs_per_s"],
                               "goal": GOAL, "runs": runs, "failures": result["failures"]}), flush=True)
             for metric in ("first_event", "first_delta"):
-                print(json.dumps({"bench": "e2e", "metric": f"{metric}_ms", "concurrency": concurrency,
+                print(json.dumps({"bench": "e2e", "metric": f"{metric}_ms", **tag,
                                   "p50": _pct(result[metric], 0.5), "p99": _pct(result[metric], 0.99)}), flush=True)
-            print(json.dumps({"bench": "e2e", "metric": "cpu_ms_per_run", "concurrency": concurrency, **cpu,
+            print(json.dumps({"bench": "e2e", "metric": "cpu_ms_per_run", **tag, **cpu,
                               "total": round(sum(cpu.values()), 2)}), flush=True)
             rpcs = {m: round((n - rpcs_before.get(m, 0.0)) / runs, 2) for m, n in sorted(rpcs_after.items())}
-            print(json.dumps({"bench": "e2e", "metric": "store_rpcs_per_run", "concurrency": concurrency,
+            print(json.dumps({"bench": "e2e", "metric": "store_rpcs_per_run", **tag,
                               **{m: n for m, n in rpcs.items() if n}, "total": round(sum(rpcs.values()), 2)}), flush=True)
         await channel.close()
-        top = max(levels)
         value = await _gateway_phase(config["addresses"]["llm_gateway"], args.runs, top)
         print(json.dumps({"bench": "e2e", "metric": "gateway_chats_per_s", "concurrency": top, "value": value,
                           "note": "peer limit: one model call per run"}), flush=True)
