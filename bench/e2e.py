@@ -181,6 +181,8 @@ async def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile-service", default="orchestrator", choices=("orchestrator", "llm_gateway", "canvas_store"))
     parser.add_argument("--batched", action=argparse.BooleanOptionalAction, default=True,
                         help="also run the top concurrency over RunCanvasBatched (one message per commit)")
+    parser.add_argument("--profile-blocking", action="store_true",
+                        help="py-spy pauses the process per sample: exact stacks, slower run")
     parser.add_argument("--profile-rate", type=int, default=200, help="py-spy samples per second")
     parser.add_argument("--serve-model", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -225,7 +227,7 @@ async def main(argv: list[str] | None = None) -> None:
         phases = [(c, "RunCanvas") for c in levels] + ([(top, "RunCanvasBatched")] if args.batched else [])
         for concurrency, rpc in phases:
             if args.profile and concurrency == top and rpc == phases[-1][1] and spy:
-                profiler = subprocess.Popen([spy, "record", "--nonblocking", "--format", "raw", "-o", args.profile, "--pid",
+                profiler = subprocess.Popen([spy, "record", *(() if args.profile_blocking else ("--nonblocking",)), "--format", "raw", "-o", args.profile, "--pid",
                                              str(processes[args.profile_service].pid), "--rate", str(args.profile_rate)],
                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             runs = args.runs if concurrency > 1 else max(args.runs // 4, 50)

@@ -213,10 +213,13 @@ class RunLoop:
         if record.session_id:
             await self._update_session(record, state, answer, status, pauses)
         await journal.commit([], events, status=status, outputs=outputs, error=error, usage=state.usage)
-        try:
-            await self.store.release_lease(record.id, journal.lease_token)
-        except AgentCanvasError as exc:
-            logger.info("run %s: lease release failed: %s", record.id, exc.message)
+        if status == RunStatus.PAUSED:
+            # A final run (succeeded, failed, cancelled) is never leased or written again, so its
+            # lease needs no release (one store call less per run); a paused one is handed back.
+            try:
+                await self.store.release_lease(record.id, journal.lease_token)
+            except AgentCanvasError as exc:
+                logger.info("run %s: lease release failed: %s", record.id, exc.message)
         return status
 
     async def _update_session(self, record: RunRecord, state: RunState, answer: str, status: RunStatus,
