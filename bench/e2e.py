@@ -186,6 +186,7 @@ async def main(argv: list[str] | None = None) -> None:
                         help="also run the top concurrency over RunCanvasBatched (one message per commit)")
     parser.add_argument("--profile-blocking", action="store_true",
                         help="py-spy pauses the process per sample: exact stacks, slower run")
+    parser.add_argument("--log-dir", default="", help="keep each service's output (WARNING and up) in DIR/NAME.log")
     parser.add_argument("--profile-rate", type=int, default=200, help="py-spy samples per second")
     parser.add_argument("--serve-model", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -216,8 +217,11 @@ async def main(argv: list[str] | None = None) -> None:
     }
     path = tmp / "config.yaml"
     path.write_text(yaml.safe_dump(config))
+    def output(name: str):
+        return open(Path(args.log_dir) / f"{name}.log", "w") if args.log_dir else subprocess.DEVNULL
+
     processes = {name: subprocess.Popen([sys.executable, "-m", f"services.{name}", "--config", str(path)], env=env, cwd=ROOT,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                        stdout=output(name), stderr=subprocess.STDOUT)
                  for name in ("canvas_store", "llm_gateway", "orchestrator")}
     profiler = None
     try:
