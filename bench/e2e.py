@@ -39,7 +39,7 @@ from typing import Any
 
 import grpc
 import yaml
-from agentcanvas.v1 import llm_gateway_pb2, llm_gateway_pb2_grpc, orchestrator_pb2, orchestrator_pb2_grpc
+from agentcanvas.v1 import canvas_store_pb2, canvas_store_pb2_grpc, llm_gateway_pb2, llm_gateway_pb2_grpc, orchestrator_pb2, orchestrator_pb2_grpc
 
 from services.common.health import wait_until_serving
 from services.common.structs import to_struct
@@ -49,6 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "t-bench"
 AUTH = [("authorization", f"Bearer {TOKEN}")]
 GOAL = 220.0
+FAILED_RUNS: list[str] = []  # runs whose stream failed, described from the store after the phase
 
 DSL = {
     "components": {
@@ -83,6 +84,20 @@ def _store_rpcs(port: int) -> dict[str, float]:
                 method = labels.split('method="', 1)[1].split('"', 1)[0].rsplit("/", 1)[-1]
                 counts[method] = counts.get(method, 0.0) + float(value)
     return counts
+
+
+async def _describe_failed(address: str) -> None:
+    """What the store holds for runs whose stream failed (stderr): status, lease, persisted events."""
+    async with grpc.aio.insecure_channel(address) as channel:
+        store = canvas_store_pb2_grpc.CanvasStoreStub(channel)
+        for run_id in FAILED_RUNS:
+            run = await store.GetRunRecord(canvas_store_pb2.GetRunRecordRequest(id=run_id), metadata=AUTH)
+            events = await store.ListRunEvents(canvas_store_pb2.ListRunEventsRequest(run_id=run_id, page_size=100),
+                                               metadata=AUTH)
+            print(f"store: run {run_id} status {run.status} lease {run.lease.holder}/{run.lease.token} "
+                  f"last_seq {run.last_seq} events {' '.join(f'{e.seq}:{e.event_type}' for e in events.events)}",
+                  file=sys.stderr, flush=True)
+    FAILED_RUNS.clear()
 
 
 def _serve_model() -> None:
@@ -123,10 +138,14 @@ async def _one_run(stub, query: str, rpc: str) -> tuple[float, float | None, flo
     first_event = first_delta = None
     ok = False
     request = orchestrator_pb2.RunCanvasRequest(dsl=to_struct(DSL), query=query)
+    seen: list[str] = []
+    run_id = ""
     try:
         async for event in _events(stub, request, rpc):
             now = (time.perf_counter() - started) * 1000
             kind = event.WhichOneof("event")
+            run_id = run_id or event.run_id
+            seen.append(f"{event.seq}:{kind}")
             if first_event is None:
                 first_event = now
             if kind == "message_delta" and first_delta is None:
@@ -134,7 +153,10 @@ async def _one_run(stub, query: str, rpc: str) -> tuple[float, float | None, flo
             if kind == "workflow_finished":
                 ok = event.workflow_finished.status == 4  # RUN_STATUS_SUCCEEDED
     except grpc.aio.AioRpcError as exc:  # counted in `failures` (and named on stderr), not a crash of the bench
-        print(f"run failed: {exc.code().name}: {exc.details()}", file=sys.stderr, flush=True)
+        print(f"run failed: {exc.code().name}: {exc.details()} (run {run_id or '?'}, saw {' '.join(seen)})",
+              file=sys.stderr, flush=True)
+        if run_id:
+            FAILED_RUNS.append(run_id)
     return (time.perf_counter() - started) * 1000, first_event, first_delta, ok
 
 
@@ -244,6 +266,8 @@ async def main(argv: list[str] | None = None) -> None:
             result = await _phase(stub, runs, concurrency, rpc)
             rpcs_after = _store_rpcs(store_metrics)
             cpu = {name: round((_cpu_s(pid) - cpu_before[name]) * 1000 / runs, 2) for name, pid in pids.items()}
+            if FAILED_RUNS:
+                await _describe_failed(config["addresses"]["canvas_store"])
             if profiler is not None:
                 profiler.send_signal(2)
                 profiler.wait(60)
