@@ -132,6 +132,8 @@ class Journal:
     async def _flush_all(self) -> None:
         try:
             await self._drain()
+        except Exception:  # nobody awaits this task: say it here, not at garbage collection
+            logger.exception("run %s: background journal flush failed", self._run_id)
         finally:
             self._flusher = None
             if self._queue and not self.failure:

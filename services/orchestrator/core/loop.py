@@ -187,6 +187,8 @@ class RunLoop:
             return RunStatus.PAUSED, None, exc.pauses
         if isinstance(exc, JournalFailed):
             if exc.lease_lost:
+                logger.warning("run %s: stopping without a terminal event (%s)", execution.state.spec.get("run_id", ""),
+                               exc.cause.message)
                 return None
             raise exc
         raise exc

@@ -283,6 +283,8 @@ class Orchestrator:
                 run_trace.set_attribute("run.status", status.name if status is not None else "ABANDONED")
         except (AgentCanvasError, FailedPreconditionError) as exc:
             logger.error("run %s stopped: %s", record.id, exc.message)
+        except Exception:  # a bug: log it now (the task is not awaited) and let the lease lapse for a takeover
+            logger.exception("run %s crashed", record.id)
         finally:
             if not released:  # abandoned or lease lost: the next owner adopts the slot
                 self.admission.forget(record.id)
