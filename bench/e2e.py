@@ -47,6 +47,7 @@ from tests.support.openai_server import Reply, ScriptedOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "t-bench"
+SERVICE_TOKEN = "t-bench-service"  # the orchestrator's own identity (takeovers act on behalf of the run's owner)
 AUTH = [("authorization", f"Bearer {TOKEN}")]
 GOAL = 220.0
 FAILED_RUNS: list[str] = []  # runs whose stream failed, described from the store after the phase
@@ -228,14 +229,16 @@ async def main(argv: list[str] | None = None) -> None:
     store_metrics = _free_port()
     config = {
         "data_dir": str(tmp),
-        "auth": {"embedded": False, "tokens": [{"token": TOKEN, "tenant": "bench", "user": "bench"}]},
+        "auth": {"embedded": False, "tokens": [{"token": TOKEN, "tenant": "bench", "user": "bench"},
+                                               {"token": SERVICE_TOKEN, "tenant": "ops", "user": "orchestrator",
+                                                "role": "service"}]},
         "addresses": {name: f"127.0.0.1:{port}" for name, port in ports.items()},
         "log": {"level": "WARNING"},
         "store": {"database_url": f"sqlite:///{tmp / 'store.db'}", "seed_templates": False,
                   "metrics_port": store_metrics},
         "gateway": {"embedded": {"enabled": False},
                     "models": {"": {"model": "openai/bench", "api_base": model_url, "api_key": "sk"}}},
-        "orchestrator": {"service_token": TOKEN},
+        "orchestrator": {"service_token": SERVICE_TOKEN},
     }
     path = tmp / "config.yaml"
     path.write_text(yaml.safe_dump(config))

@@ -294,8 +294,14 @@ class Orchestrator:
     async def reap_once(self) -> int:
         """Take over runs whose lease expired (their replica died). Returns how many were claimed."""
         claimed = 0
+        now_ms = time.time() * 1000
         for record in await self.store.list_orphaned_runs():
             if record.id in self._runs:
+                continue
+            if record.status == RunStatus.PENDING and now_ms - record.create_time_ms < self.settings.lease_ttl_ms:
+                # Just created: its RunCanvas is about to lease it (CreateRunRecord and AcquireRunLease
+                # are two calls). Taking it here would run it away from its caller's identity; a
+                # creator that died before leasing it leaves it for one lease TTL, like a lapsed lease.
                 continue
             if await self._claim(record):
                 logger.info("took over run %s", record.id)
