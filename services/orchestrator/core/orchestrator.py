@@ -298,10 +298,12 @@ class Orchestrator:
         for record in await self.store.list_orphaned_runs():
             if record.id in self._runs:
                 continue
-            if record.status == RunStatus.PENDING and now_ms - record.create_time_ms < self.settings.lease_ttl_ms:
-                # Just created: its RunCanvas is about to lease it (CreateRunRecord and AcquireRunLease
-                # are two calls). Taking it here would run it away from its caller's identity; a
-                # creator that died before leasing it leaves it for one lease TTL, like a lapsed lease.
+            if (record.status == RunStatus.PENDING and not record.last_seq
+                    and now_ms - record.create_time_ms < self.settings.lease_ttl_ms):
+                # Just created, nothing written: its RunCanvas is about to lease it (CreateRunRecord and
+                # AcquireRunLease are two calls). Taking it here would run it away from its caller's
+                # identity; a creator that died before writing anything leaves it for one lease TTL
+                # after creation, like a lapsed lease. A run with events is taken at once.
                 continue
             if await self._claim(record):
                 logger.info("took over run %s", record.id)
