@@ -102,13 +102,15 @@ async def run(config: Config, args: argparse.Namespace) -> int:
         stub = orchestrator_pb2_grpc.OrchestratorStub(stack.channel("orchestrator"))
         view = TerminalView()
         final = None
-        async for event in stub.RunCanvas(request, metadata=stack.metadata()):
-            if args.json:
-                print(event_json(event), flush=True)
-            else:
-                view.show(event)
-            if event.WhichOneof("event") == "workflow_finished":
-                final = event.workflow_finished.status
+        # The batched stream: the same events, fewer messages (one per commit of the run).
+        async for batch in stub.RunCanvasBatched(request, metadata=stack.metadata()):
+            for event in batch.events:
+                if args.json:
+                    print(event_json(event), flush=True)
+                else:
+                    view.show(event)
+                if event.WhichOneof("event") == "workflow_finished":
+                    final = event.workflow_finished.status
     finally:
         await stack.close()
     return 0 if final in (common_pb2.RUN_STATUS_SUCCEEDED, common_pb2.RUN_STATUS_PAUSED) else 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import TypeVar
 
 from agentcanvas.v1 import common_pb2, orchestrator_pb2, orchestrator_pb2_grpc
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -15,6 +16,9 @@ from services.orchestrator.adapters.event_proto import to_proto
 from services.orchestrator.core.orchestrator import InputFileData, Orchestrator, RunRequest
 from services.orchestrator.core.events import Event, now_ms
 from services.orchestrator.core.ports import RunRecord
+
+
+T = TypeVar("T")
 
 
 def _timestamp(ms: int) -> Timestamp:
@@ -37,8 +41,8 @@ def run_to_proto(record: RunRecord) -> orchestrator_pb2.Run:
     return run
 
 
-async def with_heartbeats(events: AsyncIterator[Event], interval_s: float) -> AsyncIterator[Event | None]:
-    """The events, plus None whenever nothing happened for `interval_s` (a keep-alive slot)."""
+async def with_heartbeats(events: AsyncIterator[T], interval_s: float) -> AsyncIterator[T | None]:
+    """The items, plus None whenever nothing happened for `interval_s` (a keep-alive slot)."""
     queue: asyncio.Queue = asyncio.Queue(maxsize=256)
     done = object()
 
@@ -52,11 +56,15 @@ async def with_heartbeats(events: AsyncIterator[Event], interval_s: float) -> As
     task = asyncio.create_task(pump())
     try:
         while True:
-            try:
-                item = await asyncio.wait_for(queue.get(), interval_s)
-            except TimeoutError:
-                yield None
-                continue
+            if queue.empty():
+                try:
+                    async with asyncio.timeout(interval_s):  # a timer, not a task per item as wait_for makes
+                        item = await queue.get()
+                except TimeoutError:
+                    yield None
+                    continue
+            else:
+                item = queue.get_nowait()
             if item is done:
                 break
             yield item
@@ -78,18 +86,19 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
         self._orchestrator = orchestrator
         self._heartbeat_s = heartbeat_interval_s
 
-    async def _stream(self, record: RunRecord, after_seq: int):
+    async def _batches(self, record: RunRecord, after_seq: int) -> AsyncIterator[list[orchestrator_pb2.RunEvent]]:
+        """The run's events as protos, grouped as committed; a heartbeat alone when idle."""
         trace = str(record.spec.get("trace_id", ""))
         last_seq = after_seq
-        async for event in with_heartbeats(self._orchestrator.stream_events(record.id, after_seq), self._heartbeat_s):
-            if event is None:
-                yield orchestrator_pb2.RunEvent(run_id=record.id, session_id=record.session_id, seq=last_seq,
-                                                created_at_ms=now_ms(), trace_id=trace, heartbeat=orchestrator_pb2.Heartbeat())
+        async for batch in with_heartbeats(self._orchestrator.stream_batches(record.id, after_seq), self._heartbeat_s):
+            if batch is None:
+                yield [orchestrator_pb2.RunEvent(run_id=record.id, session_id=record.session_id, seq=last_seq,
+                                                 created_at_ms=now_ms(), trace_id=trace, heartbeat=orchestrator_pb2.Heartbeat())]
                 continue
-            last_seq = event.seq
-            yield to_proto(event, record.id, record.session_id, trace)
+            last_seq = batch[-1].seq
+            yield [to_proto(event, record.id, record.session_id, trace) for event in batch]
 
-    async def RunCanvas(self, request: orchestrator_pb2.RunCanvasRequest, ctx):
+    async def _start(self, request: orchestrator_pb2.RunCanvasRequest) -> RunRecord:
         source = request.WhichOneof("source")
         if source is None and not request.session_id and not request.resume_run_id:
             # a session knows its canvas (and its paused run); a paused run knows its DSL
@@ -102,17 +111,35 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
             request_id=request.request_id, resume_run_id=request.resume_run_id,
             files=[InputFileData(f.name, f.mime_type, f.content, f.url) for f in request.files],
         )
-        record = await self._orchestrator.start_run(run_request, identity.tenant_id if identity else "",
-                                                    identity.user_id if identity else "")
-        async for event in self._stream(record, 0):
-            yield event
+        return await self._orchestrator.start_run(run_request, identity.tenant_id if identity else "",
+                                                  identity.user_id if identity else "")
 
-    async def StreamRunEvents(self, request: orchestrator_pb2.StreamRunEventsRequest, ctx):
+    async def _reattach(self, request: orchestrator_pb2.StreamRunEventsRequest) -> RunRecord:
         if request.after_seq < 0:
             raise InvalidArgumentError.for_field("after_seq", "must be >= 0")
-        record = await self._orchestrator.get_run(_run_id(request.run_id))
-        async for event in self._stream(record, request.after_seq):
-            yield event
+        return await self._orchestrator.get_run(_run_id(request.run_id))
+
+    async def RunCanvas(self, request: orchestrator_pb2.RunCanvasRequest, ctx):
+        record = await self._start(request)
+        async for batch in self._batches(record, 0):
+            for event in batch:
+                yield event
+
+    async def RunCanvasBatched(self, request: orchestrator_pb2.RunCanvasRequest, ctx):
+        record = await self._start(request)
+        async for batch in self._batches(record, 0):
+            yield orchestrator_pb2.RunEventBatch(events=batch)
+
+    async def StreamRunEvents(self, request: orchestrator_pb2.StreamRunEventsRequest, ctx):
+        record = await self._reattach(request)
+        async for batch in self._batches(record, request.after_seq):
+            for event in batch:
+                yield event
+
+    async def StreamRunEventsBatched(self, request: orchestrator_pb2.StreamRunEventsRequest, ctx):
+        record = await self._reattach(request)
+        async for batch in self._batches(record, request.after_seq):
+            yield orchestrator_pb2.RunEventBatch(events=batch)
 
     async def CancelRun(self, request: orchestrator_pb2.CancelRunRequest, ctx) -> orchestrator_pb2.Run:
         return run_to_proto(await self._orchestrator.cancel(_run_id(request.run_id)))

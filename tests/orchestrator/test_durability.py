@@ -212,3 +212,25 @@ async def test_takeover_inside_a_loop_keeps_counters_and_finished_passes():
     assert node_events(events, "node_finished").count("keep") == 4  # passes 0 and 1 were not re-run
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert events[:len(first)] == first  # B continued the same log
+
+
+async def test_the_reaper_leaves_a_just_created_run_to_its_creator_and_takes_one_left_unleased():
+    import time
+
+    from services.orchestrator.core.dsl.loader import load
+    from services.orchestrator.core.ports import RunRecord
+
+    store = InMemoryRunStore()
+    reaper = make_orchestrator(store, ScriptedLlm({"m": [[("text", "late")]]}), holder="reaper", lease_ttl_ms=15_000)
+    canvas = load(pipeline()).canvas
+    spec = {"dsl": canvas.dsl, "globals": dict(canvas.globals), "query": "q"}
+    now = int(time.time() * 1000)
+    # created a moment ago, not leased yet: its RunCanvas (on some replica) is about to lease it
+    await store.create_run(RunRecord(id="fresh", spec=spec, create_time_ms=now))
+    assert await reaper.reap_once() == 0
+    # created more than a lease TTL ago and never leased: its creator died in between
+    await store.create_run(RunRecord(id="left", spec=spec, create_time_ms=now - 60_000))
+    assert await reaper.reap_once() == 1
+    await reaper.wait_idle()
+    assert (await store.get_run("left")).status == RunStatus.SUCCEEDED
+    assert (await store.get_run("fresh")).status == RunStatus.PENDING

@@ -144,3 +144,52 @@ async def test_runs_of_another_tenant_are_not_found(server, tmp_path):
     finally:
         identity_var.reset(token)
     assert (await store.get_run(run_id)).id == run_id
+
+
+@pytest.fixture
+async def batching_server(tmp_path):
+    # Live events wait for the next commit (the flush timer never fires in a test), so every batch
+    # is exactly one store commit.
+    config = Config.load(env={"AGENT_CANVAS_DATA_DIR": str(tmp_path)}).with_overrides({
+        "auth": {"embedded": False, "tokens": [{"token": "t1", "tenant": "acme", "user": "alice"}]},
+        "orchestrator": {"flush_interval_ms": 600_000, "heartbeat_interval_s": 600},
+    })
+    llm = ScriptedLlm({"m": [[("think", "hmm"), ("text", "Paris")]]})
+    definition = build_definition(config, store=InMemoryRunStore(), llm=llm)
+    running = await start_server(definition, config, authenticator=TokenAuthenticator.from_config(config, env={}))
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{running.port}")
+    yield orchestrator_pb2_grpc.OrchestratorStub(channel)
+    await channel.close()
+    await running.stop(0)
+
+
+async def test_run_canvas_batched_groups_the_same_events_by_commit(batching_server):
+    stub = batching_server
+    request = orchestrator_pb2.RunCanvasRequest(dsl=to_struct(chat_dsl()), query="Capital of France?")
+    batches = [b async for b in stub.RunCanvasBatched(request, metadata=AUTH)]
+    assert all(b.events for b in batches)
+    events = [e for b in batches for e in b.events]
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    names = [[e.WhichOneof("event") for e in b.events] for b in batches]
+    # the started marker rides with Begin's commit; the last step with the terminal commit
+    assert names[0] == ["workflow_started", "node_started", "node_finished"]
+    assert names[-1][-2:] == ["node_finished", "workflow_finished"]
+    assert len(batches) < len(events)
+    assert events[-1].workflow_finished.status == common_pb2.RUN_STATUS_SUCCEEDED
+    # the per-event stream of the same run is the same events, one per message
+    replay = [e async for e in stub.StreamRunEvents(orchestrator_pb2.StreamRunEventsRequest(run_id=events[0].run_id),
+                                                     metadata=AUTH)]
+    assert replay == events
+    tail = [b async for b in stub.StreamRunEventsBatched(
+        orchestrator_pb2.StreamRunEventsRequest(run_id=events[0].run_id, after_seq=3), metadata=AUTH)]
+    assert [e for b in tail for e in b.events] == events[3:]
+
+
+async def test_stream_run_events_batched_checks_its_request(batching_server):
+    stub = batching_server
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        async for _ in stub.StreamRunEventsBatched(orchestrator_pb2.StreamRunEventsRequest(run_id="r", after_seq=-1),
+                                                    metadata=AUTH):
+            pass
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert status.from_rpc_error(caught.value).violations[0].field == "after_seq"

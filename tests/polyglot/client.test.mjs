@@ -108,3 +108,25 @@ test("a missing token is UNAUTHENTICATED", async () => {
     (err) => err.code === grpc.status.UNAUTHENTICATED,
   );
 });
+
+test("RunCanvasBatched carries the same typed events, grouped, in seq order", async () => {
+  const canvas = await unary(store, "CreateCanvas", {
+    canvas: { title: `polyglot batched ${Date.now()}`, dsl: toStruct(dsl) },
+    request_id: crypto.randomUUID(),
+  });
+  const batches = await collect(orchestrator.RunCanvasBatched({ canvas_id: canvas.id, query: "And of Spain?" }, auth()));
+  assert.ok(batches.length > 0);
+  for (const batch of batches) assert.ok(batch.events.length > 0, "empty batch");
+  const events = batches.flatMap((b) => b.events);
+  const kinds = events.map((e) => e.event);
+  assert.equal(kinds[0], "workflow_started");
+  assert.equal(kinds.at(-1), "workflow_finished");
+  assert.equal(events.at(-1).workflow_finished.status, "RUN_STATUS_SUCCEEDED");
+  assert.deepEqual(events.map((e) => e.seq), events.map((_, i) => i + 1));
+  const answer = events.filter((e) => e.event === "message_delta").map((e) => e.message_delta.content).join("");
+  assert.equal(events.find((e) => e.event === "message_end").message_end.content, answer);
+
+  // Reattaching with after_seq replays the rest the same way.
+  const tail = await collect(orchestrator.StreamRunEventsBatched({ run_id: events[0].run_id, after_seq: 2 }, auth()));
+  assert.deepEqual(tail.flatMap((b) => b.events).map((e) => e.seq), events.slice(2).map((e) => e.seq));
+});

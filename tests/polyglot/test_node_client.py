@@ -41,6 +41,6 @@ async def test_node_client_creates_and_runs_a_canvas(tmp_path):
             await stack.close()
     text = output.decode()
     assert node.returncode == 0, text
-    assert "pass 3" in text and "fail 0" in text, text
+    assert "pass 4" in text and "fail 0" in text, text
     # The model really was called over HTTP by the gateway.
     assert provider.chat_bodies

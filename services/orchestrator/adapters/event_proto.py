@@ -32,37 +32,47 @@ _PAYLOAD = {
 }
 
 
+_FIELDS = {kind: frozenset(cls.DESCRIPTOR.fields_by_name) for kind, cls in _PAYLOAD.items()}
+_ERROR_FIELDS = ("reason", "message", "component_id")
+_USAGE_FIELDS = frozenset(common_pb2.TokenUsage.DESCRIPTOR.fields_by_name)
+_DOWNLOAD_FIELDS = frozenset(orchestrator_pb2.Download.DESCRIPTOR.fields_by_name)
+
+
 def _payload(kind: str, data: dict[str, Any]):
-    message = _PAYLOAD[kind]()
-    fields = {f.name for f in message.DESCRIPTOR.fields}
-    plain = {}
+    """The payload message, built in one constructor call (field sets are looked up once per kind:
+    every event of every run comes through here)."""
+    fields = _FIELDS[kind]
+    structs = _STRUCT_FIELDS.get(kind, ())
+    values: dict[str, Any] = {}
     for key, value in data.items():
         if key not in fields:
             continue
-        if key in _STRUCT_FIELDS.get(kind, ()):
-            getattr(message, key).CopyFrom(to_struct(value if isinstance(value, dict) else {"value": value}))
-        elif key in ("error",):
-            getattr(message, key).CopyFrom(common_pb2.ErrorDetail(**{k: v for k, v in value.items() if k in ("reason", "message", "component_id")}))
+        if key in structs:
+            values[key] = to_struct(value if isinstance(value, dict) else {"value": value})
+        elif key == "error":
+            values[key] = common_pb2.ErrorDetail(**{k: v for k, v in value.items() if k in _ERROR_FIELDS})
         elif key == "usage":
-            getattr(message, key).CopyFrom(common_pb2.TokenUsage(**{k: v for k, v in value.items() if k in common_pb2.TokenUsage.DESCRIPTOR.fields_by_name}))
+            values[key] = common_pb2.TokenUsage(**{k: v for k, v in value.items() if k in _USAGE_FIELDS})
         elif key == "downloads":
-            for item in value:
-                message.downloads.add(**{k: v for k, v in item.items() if k in orchestrator_pb2.Download.DESCRIPTOR.fields_by_name})
+            values[key] = [orchestrator_pb2.Download(**{k: v for k, v in item.items() if k in _DOWNLOAD_FIELDS})
+                           for item in value]
         else:
-            plain[key] = value
-    for key, value in plain.items():
-        field = message.DESCRIPTOR.fields_by_name[key]
-        if field.is_repeated:
-            getattr(message, key).extend(value)
-        else:
-            setattr(message, key, value)
-    return message
+            values[key] = value
+    return _PAYLOAD[kind](**values)
 
 
 def to_proto(event: Event, run_id: str, session_id: str = "", trace_id: str = "") -> orchestrator_pb2.RunEvent:
-    proto = orchestrator_pb2.RunEvent(run_id=run_id, session_id=session_id, seq=event.seq,
-                                      created_at_ms=event.created_at_ms, trace_id=trace_id)
-    getattr(proto, event.kind).CopyFrom(_payload(event.kind, event.data))
+    """The RunEvent of `event`. Built once per event: the store adapter makes it for the commit and
+    leaves it on the event (`Event.wire`), and the RPC adapter completes that same message with the
+    seq, session and trace when it streams the event to clients."""
+    proto = event.wire
+    if proto is None or proto.run_id != run_id:
+        proto = orchestrator_pb2.RunEvent(run_id=run_id, created_at_ms=event.created_at_ms,
+                                          **{event.kind: _payload(event.kind, event.data)})
+        event.wire = proto
+    proto.seq = event.seq
+    proto.session_id = session_id
+    proto.trace_id = trace_id
     return proto
 
 

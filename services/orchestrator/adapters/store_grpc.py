@@ -74,7 +74,15 @@ class GrpcRunStore(PeerClient):
         proto = canvas_store_pb2.RunRecord(id=record.id, canvas_id=record.canvas_id, revision_id=record.revision_id,
                                            session_id=record.session_id, spec=to_struct(record.spec))
         created = await self._call("CreateRunRecord", canvas_store_pb2.CreateRunRecordRequest(run=proto, request_id=request_id))
-        return _record_from_proto(created)
+        # The reply echoes the spec (the DSL and all): when it is the one sent, keep our dict rather
+        # than decoding it again (the run of an earlier request with the same request_id differs).
+        same_spec = created.spec == proto.spec
+        if same_spec:
+            created.ClearField("spec")
+        result = _record_from_proto(created)
+        if same_spec:
+            result.spec = record.spec
+        return result
 
     async def get_run(self, run_id: str) -> RunRecord:
         return _record_from_proto(await self._call("GetRunRecord", canvas_store_pb2.GetRunRecordRequest(id=run_id)))

@@ -38,6 +38,8 @@ class Event:
     data: dict[str, Any]
     created_at_ms: int = field(default_factory=now_ms)
     seq: int = 0
+    wire: Any = field(default=None, compare=False, repr=False)
+    """The adapters' encoding of this event, made once and reused (store payload, client stream)."""
 
     @property
     def terminal(self) -> bool:

@@ -53,12 +53,14 @@ class Journal:
         *,
         flush_interval_s: float = 0.02,
         on_cancel_requested: Callable[[], None] | None = None,
+        on_persisted: Callable[[list[Event]], None] | None = None,
     ):
         self._store = store
         self._run_id = run_id
         self.lease_token = lease_token
         self._interval = flush_interval_s
         self._on_cancel = on_cancel_requested
+        self._on_persisted = on_persisted  # the run's local feed: events with their seqs, once stored
         self._queue: list[Event | _Commit] = []
         self._flusher: asyncio.Task | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -94,6 +96,18 @@ class Journal:
             self._kick()
         await future
 
+    def stage(self, steps: list[Step], events: list[Event]) -> None:
+        """Queue steps and events without waiting: they are written in order with the next commit (or
+        within flush_interval_s). For a step that nothing waits on, e.g. the run's last one, which the
+        terminal commit right after carries in the same store transaction."""
+        if self.failure:
+            return
+        future = asyncio.get_running_loop().create_future()
+        future.add_done_callback(_consume)  # a refusal is raised by the next commit instead
+        self._queue.append(_Commit(steps, events, future))
+        if self._timer is None and self._flusher is None and not self._leading:
+            self._timer = asyncio.get_running_loop().call_later(self._interval, self._on_timer)
+
     def abandon(self) -> None:
         """Stop writing: drop queued events and cancel timers (the run is being abandoned)."""
         if self._timer is not None:
@@ -118,6 +132,8 @@ class Journal:
     async def _flush_all(self) -> None:
         try:
             await self._drain()
+        except Exception:  # nobody awaits this task: say it here, not at garbage collection
+            logger.exception("run %s: background journal flush failed", self._run_id)
         finally:
             self._flusher = None
             if self._queue and not self.failure:
@@ -175,6 +191,8 @@ class Journal:
             self.failure = JournalFailed(exc)
             return
         self.last_seq = result.last_seq
+        if events and self._on_persisted is not None:
+            self._on_persisted(events)
         if result.cancel_requested and self._on_cancel:
             self._on_cancel()
 

@@ -20,6 +20,7 @@ from services.orchestrator.core import sessions
 from services.orchestrator.core.context import Services
 from services.orchestrator.core.dsl.loader import load
 from services.orchestrator.core.dsl.model import CanvasSpec
+from services.orchestrator.core.feed import RunFeed
 from services.orchestrator.core.journal import Journal, JournalFailed
 from services.orchestrator.core.ports import Lease, RunError, RunRecord, RunStatus, RunStore, Step, Usage
 from services.orchestrator.core.runner import Execution, Limits, RunFailed, RunPaused
@@ -66,8 +67,10 @@ async def _interrupted_attempts(store: RunStore, run_id: str) -> dict[str, int]:
         after = page[-1].seq
 
 
-async def rebuild(store: RunStore, record: RunRecord) -> Rebuilt:
-    """Journal of this run plus, for a resumed run, the journal chain of the runs it continues."""
+async def rebuild(store: RunStore, record: RunRecord, *, fresh: bool = False) -> Rebuilt:
+    """Journal of this run plus, for a resumed run, the journal chain of the runs it continues.
+    `fresh`: this replica holds the run's first lease ever (token 1). Every commit is fenced by a
+    lease token, so no step of this run exists yet and reading them is skipped."""
     replay: dict[str, dict[str, Any]] = {}
     chain: list[str] = []
     base = record.spec.get("resume_from") or ""
@@ -81,7 +84,7 @@ async def rebuild(store: RunStore, record: RunRecord) -> Rebuilt:
                 replay[step.state["key"]] = {**step.state, "answer": None}
     started = False
     usage = Usage()
-    for step in await store.list_steps(record.id):
+    for step in (await store.list_steps(record.id)) if not fresh else ():
         if step.state.get("kind") == "started":
             started = True
         elif step.state.get("key") and not step.state.get("failed"):
@@ -100,9 +103,19 @@ class RunLoop:
 
     async def drive(self, record: RunRecord, lease: Lease, cancel: asyncio.Event | None = None,
                     canvas: CanvasSpec | None = None,
-                    before_finish: Callable[[], Awaitable[None]] | None = None) -> RunStatus | None:
+                    before_finish: Callable[[], Awaitable[None]] | None = None,
+                    feed: RunFeed | None = None) -> RunStatus | None:
         """Execute (or continue) a run under `lease`. `cancel` lets the local replica cancel at once;
-        other replicas' cancels arrive through commit replies and the heartbeat."""
+        other replicas' cancels arrive through commit replies and the heartbeat. `feed` receives every
+        batch once it is persisted, and is closed when this replica stops writing the run."""
+        try:
+            return await self._drive(record, lease, cancel, canvas, before_finish, feed)
+        finally:
+            if feed is not None:
+                feed.close()
+
+    async def _drive(self, record: RunRecord, lease: Lease, cancel: asyncio.Event | None, canvas: CanvasSpec | None,
+                     before_finish: Callable[[], Awaitable[None]] | None, feed: RunFeed | None) -> RunStatus | None:
         # The store assigns run ids; the id seeds variant choices and keys model request ids.
         spec = {**record.spec, "run_id": record.id}
         spec.setdefault("seed", record.id)
@@ -110,13 +123,13 @@ class RunLoop:
             loaded = load(spec["dsl"])
             assert loaded.canvas is not None, "a run spec always holds a loadable DSL"
             canvas = loaded.canvas
-        rebuilt = await rebuild(self.store, record)
+        rebuilt = await rebuild(self.store, record, fresh=lease.token == 1)
         state = RunState(canvas=canvas, spec=spec, globals=copy.deepcopy(spec.get("globals") or canvas.globals))
         state.usage.add(rebuilt.usage)
         cancel = cancel or asyncio.Event()
         lost = asyncio.Event()
         journal = Journal(self.store, record.id, lease.token, flush_interval_s=self.settings.flush_interval_s,
-                          on_cancel_requested=cancel.set)
+                          on_cancel_requested=cancel.set, on_persisted=feed.publish if feed is not None else None)
         execution = Execution(canvas, state, journal, self.services, self.settings.limits, rebuilt.replay,
                               interrupted=rebuilt.interrupted)
         heartbeat = asyncio.create_task(self._heartbeat(record.id, lease, cancel, lost))
@@ -124,7 +137,10 @@ class RunLoop:
             if record.cancel_requested:
                 cancel.set()
             elif not rebuilt.started:
-                await journal.commit([Step("", {"kind": "started"})], [ev.Event(ev.WORKFLOW_STARTED, {
+                # Staged, not awaited: it goes to the store with the first node's commit (one
+                # transaction less per run). Before that commit nothing of the run is persisted, so
+                # a takeover in between starts the run afresh, as it would before this commit.
+                journal.stage([Step("", {"kind": "started"})], [ev.Event(ev.WORKFLOW_STARTED, {
                     "inputs": spec.get("inputs") or {}, "canvas_id": record.canvas_id, "revision_id": record.revision_id,
                     "resumed": bool(spec.get("resume_from")), "query": spec.get("query", "")})])
             outcome = await self._execute(execution, cancel, lost)
@@ -171,6 +187,8 @@ class RunLoop:
             return RunStatus.PAUSED, None, exc.pauses
         if isinstance(exc, JournalFailed):
             if exc.lease_lost:
+                logger.warning("run %s: stopping without a terminal event (%s)", execution.state.spec.get("run_id", ""),
+                               exc.cause.message)
                 return None
             raise exc
         raise exc
@@ -197,10 +215,13 @@ class RunLoop:
         if record.session_id:
             await self._update_session(record, state, answer, status, pauses)
         await journal.commit([], events, status=status, outputs=outputs, error=error, usage=state.usage)
-        try:
-            await self.store.release_lease(record.id, journal.lease_token)
-        except AgentCanvasError as exc:
-            logger.info("run %s: lease release failed: %s", record.id, exc.message)
+        if status == RunStatus.PAUSED:
+            # A final run (succeeded, failed, cancelled) is never leased or written again, so its
+            # lease needs no release (one store call less per run); a paused one is handed back.
+            try:
+                await self.store.release_lease(record.id, journal.lease_token)
+            except AgentCanvasError as exc:
+                logger.info("run %s: lease release failed: %s", record.id, exc.message)
         return status
 
     async def _update_session(self, record: RunRecord, state: RunState, answer: str, status: RunStatus,

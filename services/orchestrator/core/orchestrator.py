@@ -21,6 +21,7 @@ from services.orchestrator.core.context import Services
 from services.orchestrator.core.dsl.loader import LoadResult
 from services.orchestrator.core.dsl.validate import check_mcp_servers, load_for_run, validate
 from services.orchestrator.core.events import Event
+from services.orchestrator.core.feed import RunFeed
 from services.orchestrator.core.loop import LoopSettings, RunLoop
 from services.orchestrator.core.ports import RunRecord, RunStatus, RunStore, acting_as
 
@@ -75,6 +76,7 @@ class Orchestrator:
         self._runs: dict[str, asyncio.Task] = {}
         self._cancels: dict[str, asyncio.Event] = {}
         self._leases: dict[str, int] = {}
+        self._feeds: dict[str, RunFeed] = {}
         self._reaper: asyncio.Task | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -202,7 +204,10 @@ class Orchestrator:
         await self.admission.rename(tenant_id, record.id, created.id if fresh else "")
         if fresh:
             telemetry.RUNS_STARTED.labels("resume" if previous is not None else "new").inc()
-            if not await self._claim(created, canvas if created.id == record.id else None):
+            # The store names the run; it is the one made from this request (not an earlier run of
+            # the same request_id) when its spec is ours, and then the canvas loaded above is its canvas.
+            ours = created.spec is spec or created.spec == spec
+            if not await self._claim(created, canvas if ours else None):
                 self.admission.forget(created.id)  # not ours to renew: whoever claims it adopts it
         return created
 
@@ -237,7 +242,35 @@ class Orchestrator:
         return spec
 
     def stream_events(self, run_id: str, after_seq: int = 0) -> AsyncIterator[Event]:
-        return self.store.watch_events(run_id, after_seq)
+        """Persisted events after `after_seq`, then new ones, up to the terminal one. A run executing
+        here is followed through its local feed (taken now, so a run that ends before the caller
+        iterates is still served), anything else through the store."""
+        feed = self._feeds.get(run_id)
+        if feed is None:
+            return self.store.watch_events(run_id, after_seq)
+        return self._follow(feed, run_id, after_seq)
+
+    def stream_batches(self, run_id: str, after_seq: int = 0) -> AsyncIterator[list[Event]]:
+        """stream_events, grouped as the events were committed (one batch per store commit when local)."""
+        feed = self._feeds.get(run_id)
+        return self._follow_batches(feed, run_id, after_seq)
+
+    async def _follow(self, feed: RunFeed, run_id: str, after_seq: int) -> AsyncIterator[Event]:
+        async for batch in self._follow_batches(feed, run_id, after_seq):
+            for event in batch:
+                yield event
+
+    async def _follow_batches(self, feed: RunFeed | None, run_id: str, after_seq: int) -> AsyncIterator[list[Event]]:
+        last = after_seq
+        if feed is not None:
+            async for batch in feed.follow(after_seq):
+                yield batch
+                last = batch[-1].seq
+                if batch[-1].terminal:
+                    return
+        # Not (or no longer) written here: the store has every persisted event after `last`.
+        async for event in self.store.watch_events(run_id, last):
+            yield [event]
 
     async def cancel(self, run_id: str) -> RunRecord:
         record = await self.store.request_cancel(run_id)
@@ -258,20 +291,24 @@ class Orchestrator:
         full = record if record.spec.get("dsl") else await self.store.get_run(record.id)
         await self.admission.adopt(full.tenant_id, full.id)
         cancel = asyncio.Event()
-        task = asyncio.create_task(self._drive(full, lease, cancel, canvas))
+        feed = RunFeed()
+        task = asyncio.create_task(self._drive(full, lease, cancel, canvas, feed))
         self._runs[record.id] = task
         self._cancels[record.id] = cancel
         self._leases[record.id] = lease.token
+        self._feeds[record.id] = feed
 
         def forget(_task: asyncio.Task, run_id: str = record.id) -> None:
             self._runs.pop(run_id, None)
             self._cancels.pop(run_id, None)
             self._leases.pop(run_id, None)
+            self._feeds.pop(run_id, None)
+            feed.close()  # also when the task was cancelled before it started
 
         task.add_done_callback(forget)
         return True
 
-    async def _drive(self, record: RunRecord, lease, cancel: asyncio.Event, canvas=None) -> None:
+    async def _drive(self, record: RunRecord, lease, cancel: asyncio.Event, canvas=None, feed: RunFeed | None = None) -> None:
         deadline_var.set(None)  # the run outlives the RPC that started it
         if record.tenant_id and not token_var.get():
             # A takeover runs outside any RPC: the service token acts on behalf of the run's creator.
@@ -293,10 +330,12 @@ class Orchestrator:
 
         try:
             with telemetry.run_span(record) as run_trace:
-                status = await self.loop.drive(record, lease, cancel, canvas, before_finish=release_slot)
+                status = await self.loop.drive(record, lease, cancel, canvas, before_finish=release_slot, feed=feed)
                 run_trace.set_attribute("run.status", status.name if status is not None else "ABANDONED")
         except (AgentCanvasError, FailedPreconditionError) as exc:
             logger.error("run %s stopped: %s", record.id, exc.message)
+        except Exception:  # a bug: log it now (the task is not awaited) and let the lease lapse for a takeover
+            logger.exception("run %s crashed", record.id)
         finally:
             if not released:  # abandoned or lease lost: the next owner adopts the slot
                 self.admission.forget(record.id)
@@ -306,8 +345,16 @@ class Orchestrator:
     async def reap_once(self) -> int:
         """Take over runs whose lease expired (their replica died). Returns how many were claimed."""
         claimed = 0
+        now_ms = time.time() * 1000
         for record in await self.store.list_orphaned_runs():
             if record.id in self._runs:
+                continue
+            if (record.status == RunStatus.PENDING and not record.last_seq
+                    and now_ms - record.create_time_ms < self.settings.lease_ttl_ms):
+                # Just created, nothing written: its RunCanvas is about to lease it (CreateRunRecord and
+                # AcquireRunLease are two calls). Taking it here would run it away from its caller's
+                # identity; a creator that died before writing anything leaves it for one lease TTL
+                # after creation, like a lapsed lease. A run with events is taken at once.
                 continue
             if await self._claim(record):
                 logger.info("took over run %s", record.id)

@@ -208,7 +208,11 @@ class Execution:
                 "answer": outcome.outputs.get("content") if node.type == "Message" else None,
                 "references": json_copy(outcome.references) if outcome.references else None,
             }, result.attempt))
-        if steps or events:
+        if (steps or events) and failure is None and not scope and frontier.idle and not self.pauses:
+            # The run's last step: nothing starts after it, so it need not be awaited; the terminal
+            # commit that follows at once carries it in the same store transaction.
+            self.journal.stage(steps, events)
+        elif steps or events:
             await self.journal.commit(steps, events)
         if failure is not None:
             raise failure

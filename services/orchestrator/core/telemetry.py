@@ -1,8 +1,9 @@
 """The orchestrator's spans and Prometheus metrics (names are listed in deploy/README.md, Operations).
 
-Spans: one `run` span per execution of a run on a replica (a takeover opens a new one), in the run's
-own trace (`spec.trace_id`, the trace of the RunCanvas call that created it, which is also the
-`trace_id` of every RunEvent), and one `node` span per node attempt beneath it.
+Spans, made only while spans are exported (see `tracing`): one `run` span per execution of a run
+on a replica (a takeover opens a new one), in the run's own trace (`spec.trace_id`, the trace of the
+RunCanvas call that created it, which is also the `trace_id` of every RunEvent), and one `node` span
+per node attempt beneath it.
 """
 
 from __future__ import annotations
@@ -63,11 +64,14 @@ def _run_parent(trace_id: str):
 
 @contextlib.contextmanager
 def run_span(record: Any) -> Iterator[trace.Span]:
-    parent = _run_parent(str(record.spec.get("trace_id") or ""))
-    attributes = {"run.id": record.id, "run.tenant": record.tenant_id or "", "run.canvas_id": record.canvas_id or "",
-                  "run.resumed": bool(record.spec.get("resume_from"))}
     RUNS_ACTIVE.inc()
     try:
+        if not tracing():  # nobody receives spans: skip making one (no node spans hang under it either)
+            yield trace.INVALID_SPAN
+            return
+        parent = _run_parent(str(record.spec.get("trace_id") or ""))
+        attributes = {"run.id": record.id, "run.tenant": record.tenant_id or "", "run.canvas_id": record.canvas_id or "",
+                      "run.resumed": bool(record.spec.get("resume_from"))}
         with telemetry.tracer().start_as_current_span("run", context=parent, attributes=attributes) as current:
             yield current
     finally:

@@ -111,6 +111,12 @@ class ValidateCanvasResponse(_message.Message):
     normalized_dsl: _struct_pb2.Struct
     def __init__(self, valid: _Optional[bool] = ..., problems: _Optional[_Iterable[_Union[CanvasProblem, _Mapping]]] = ..., normalized_dsl: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
+class RunEventBatch(_message.Message):
+    __slots__ = ("events",)
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[RunEvent]
+    def __init__(self, events: _Optional[_Iterable[_Union[RunEvent, _Mapping]]] = ...) -> None: ...
+
 class RunEvent(_message.Message):
     __slots__ = ("run_id", "session_id", "seq", "created_at_ms", "trace_id", "workflow_started", "node_started", "node_finished", "node_skipped", "message_delta", "think_start", "think_delta", "think_end", "message_end", "user_inputs_required", "workflow_finished", "heartbeat")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]

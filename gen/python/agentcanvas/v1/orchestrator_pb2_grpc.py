@@ -45,6 +45,16 @@ class OrchestratorStub:
                 request_serializer=agentcanvas_dot_v1_dot_orchestrator__pb2.StreamRunEventsRequest.SerializeToString,
                 response_deserializer=agentcanvas_dot_v1_dot_orchestrator__pb2.RunEvent.FromString,
                 _registered_method=True)
+        self.RunCanvasBatched = channel.unary_stream(
+                '/agentcanvas.v1.Orchestrator/RunCanvasBatched',
+                request_serializer=agentcanvas_dot_v1_dot_orchestrator__pb2.RunCanvasRequest.SerializeToString,
+                response_deserializer=agentcanvas_dot_v1_dot_orchestrator__pb2.RunEventBatch.FromString,
+                _registered_method=True)
+        self.StreamRunEventsBatched = channel.unary_stream(
+                '/agentcanvas.v1.Orchestrator/StreamRunEventsBatched',
+                request_serializer=agentcanvas_dot_v1_dot_orchestrator__pb2.StreamRunEventsRequest.SerializeToString,
+                response_deserializer=agentcanvas_dot_v1_dot_orchestrator__pb2.RunEventBatch.FromString,
+                _registered_method=True)
         self.CancelRun = channel.unary_unary(
                 '/agentcanvas.v1.Orchestrator/CancelRun',
                 request_serializer=agentcanvas_dot_v1_dot_orchestrator__pb2.CancelRunRequest.SerializeToString,
@@ -77,6 +87,22 @@ class OrchestratorServicer:
 
     def StreamRunEvents(self, request, context):
         """Reattaches to a run: replays persisted events with seq > after_seq, then follows the live run.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RunCanvasBatched(self, request, context):
+        """RunCanvas with the events grouped: the same events in the same order, each message holding
+        the events one store commit made durable (a step's NodeFinished with what was queued before
+        it, a burst of deltas). Fewer messages per run for clients that follow many runs at once.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StreamRunEventsBatched(self, request, context):
+        """StreamRunEvents with the events grouped as in RunCanvasBatched.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -115,6 +141,16 @@ def add_OrchestratorServicer_to_server(servicer, server):
                     servicer.StreamRunEvents,
                     request_deserializer=agentcanvas_dot_v1_dot_orchestrator__pb2.StreamRunEventsRequest.FromString,
                     response_serializer=agentcanvas_dot_v1_dot_orchestrator__pb2.RunEvent.SerializeToString,
+            ),
+            'RunCanvasBatched': grpc.unary_stream_rpc_method_handler(
+                    servicer.RunCanvasBatched,
+                    request_deserializer=agentcanvas_dot_v1_dot_orchestrator__pb2.RunCanvasRequest.FromString,
+                    response_serializer=agentcanvas_dot_v1_dot_orchestrator__pb2.RunEventBatch.SerializeToString,
+            ),
+            'StreamRunEventsBatched': grpc.unary_stream_rpc_method_handler(
+                    servicer.StreamRunEventsBatched,
+                    request_deserializer=agentcanvas_dot_v1_dot_orchestrator__pb2.StreamRunEventsRequest.FromString,
+                    response_serializer=agentcanvas_dot_v1_dot_orchestrator__pb2.RunEventBatch.SerializeToString,
             ),
             'CancelRun': grpc.unary_unary_rpc_method_handler(
                     servicer.CancelRun,
@@ -187,6 +223,60 @@ class Orchestrator:
             '/agentcanvas.v1.Orchestrator/StreamRunEvents',
             agentcanvas_dot_v1_dot_orchestrator__pb2.StreamRunEventsRequest.SerializeToString,
             agentcanvas_dot_v1_dot_orchestrator__pb2.RunEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RunCanvasBatched(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/agentcanvas.v1.Orchestrator/RunCanvasBatched',
+            agentcanvas_dot_v1_dot_orchestrator__pb2.RunCanvasRequest.SerializeToString,
+            agentcanvas_dot_v1_dot_orchestrator__pb2.RunEventBatch.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StreamRunEventsBatched(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/agentcanvas.v1.Orchestrator/StreamRunEventsBatched',
+            agentcanvas_dot_v1_dot_orchestrator__pb2.StreamRunEventsRequest.SerializeToString,
+            agentcanvas_dot_v1_dot_orchestrator__pb2.RunEventBatch.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,51 @@
+"""services.common.structs: the dict <-> Struct walk keeps JSON round trips exact and agrees with
+protobuf's own json_format on what it accepts."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from google.protobuf import json_format, struct_pb2
+
+from services.common.structs import from_struct, from_value, to_struct, to_value
+
+
+def test_round_trip_keeps_types_and_empty_containers():
+    value = {"s": "x", "i": 5, "neg": -7, "f": 1.5, "big": 2**53, "t": True, "n": None, "empty": {}, "none": [],
+             "nested": {"list": [1, "a", None, {"k": [[]]}]}}
+    struct = to_struct(value)
+    assert struct.fields["empty"].WhichOneof("kind") == "struct_value"
+    assert struct.fields["none"].WhichOneof("kind") == "list_value"
+    back = from_struct(struct)
+    assert back == value
+    assert type(back["i"]) is int and type(back["f"]) is float and type(back["t"]) is bool
+    assert from_struct(struct_pb2.Struct.FromString(struct.SerializeToString())) == value
+
+
+def test_the_same_message_as_json_format_and_the_same_dict_back():
+    value = {"a": [1, 2.25, {"b": None}], "c": {"d": False}, "e": ""}
+    reference = struct_pb2.Struct()
+    json_format.ParseDict(value, reference)
+    assert to_struct(value) == reference
+    assert from_struct(reference) == {"a": [1, 2.25, {"b": None}], "c": {"d": False}, "e": ""}
+
+
+def test_coercions_of_values_json_has_no_type_for():
+    struct = to_struct({1: (1, 2), "set": {3}, "bytes": b"caf\xc3\xa9", "obj": ValueError("boom")})
+    assert from_struct(struct) == {"1": [1, 2], "set": [3], "bytes": "café", "obj": "boom"}
+    assert from_struct(to_struct({"above": 2**53 + 2}))["above"] == float(2**53 + 2)  # past 2**53 it stays a float
+    assert to_struct(None) == struct_pb2.Struct() and from_struct(None) == {}
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_non_finite_numbers_are_refused_on_the_way_out(bad):
+    with pytest.raises(ValueError):
+        from_struct(to_struct({"n": bad}))
+
+
+def test_single_values():
+    for value in ("x", 3, 0.5, True, None, [1, [2]], {"k": {}}):
+        assert from_value(to_value(value)) == value
+    assert to_value((1,)) == to_value([1])
+    assert from_value(struct_pb2.Value()) is None  # no kind set reads as null
