@@ -213,6 +213,10 @@ class RunLoop:
             finished["error"] = error.to_dict()
         events.append(ev.Event(ev.WORKFLOW_FINISHED, finished))
         if record.session_id:
+            # The last node's step is only staged: make it durable before the turn is recorded, so a
+            # takeover after a crash between the two replays no node and the recorded answer is the
+            # run's own output (one more commit, for session runs only).
+            await journal.flush()
             await self._update_session(record, state, answer, status, pauses)
         await journal.commit([], events, status=status, outputs=outputs, error=error, usage=state.usage)
         if status == RunStatus.PAUSED:
