@@ -123,6 +123,8 @@ class ScriptedOpenAIServer:
         self.requests: list[RecordedRequest] = []
         self.disconnects = 0
         """Streams the client abandoned (write failed mid-stream)."""
+        self.disconnected = threading.Event()
+        """Set at the first abandoned stream: a test waits on it instead of polling `disconnects`."""
         self.connections = 0
         """TCP connections accepted (keep-alive reuse shows as fewer connections than requests)."""
         self._queue: deque[Response] = deque()
@@ -302,6 +304,7 @@ class ScriptedOpenAIServer:
         except (BrokenPipeError, ConnectionResetError):
             with self._lock:
                 self.disconnects += 1
+            self.disconnected.set()
             return
 
     def _completion(self, reply: Reply) -> dict[str, Any]:
