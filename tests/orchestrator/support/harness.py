@@ -33,6 +33,16 @@ async def run_dsl(orch: Orchestrator, dsl: dict[str, Any], query: str = "", **kw
     return record.id, events
 
 
+async def until(stream, predicate) -> list[Event]:
+    """The events of `stream` up to and including the first one `predicate` accepts (all of them if none does)."""
+    seen = []
+    async for event in stream:
+        seen.append(event)
+        if predicate(event):
+            return seen
+    return seen
+
+
 def kinds(events: list[Event]) -> list[str]:
     return [e.kind for e in events]
 
