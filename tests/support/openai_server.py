@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -435,11 +434,3 @@ def _reply_from_stream(stream: Stream) -> Reply:
     reasoning = "".join(str(c.get("reasoning_content") or c.get("reasoning") or "") for c in stream.chunks)
     return Reply(content=content, reasoning_content=reasoning or None, finish_reason=stream.finish_reason, usage=stream.usage)
 
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 10.0, interval: float = 0.01) -> None:
-    """Poll until predicate() is true (tests never sleep to wait)."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError("condition not met in time")
-        time.sleep(interval)
