@@ -16,6 +16,7 @@ from services.orchestrator.core.components.base import Component, Outcome, Probl
 from services.orchestrator.core.components.registry import register
 from services.orchestrator.core.errors import NodeError
 from services.orchestrator.core.ports import ChatRequest
+from services.orchestrator.core.sessions import history_lines
 from services.orchestrator.tools.citations import format_knowledge
 
 _FLAGS = {
@@ -46,7 +47,7 @@ async def refine_question(model: "LLM", ctx, question: str, window: int) -> str:
     history = recent_history(ctx, window)
     if not question.strip() or not history or ctx.services.llm is None:
         return ""
-    transcript = "\n".join(f"{h.get('role', 'user')}: {h.get('content', '')}" for h in history)
+    transcript = "\n".join(history_lines(history))
     messages = [{"role": "system", "content": REFINE_PROMPT},
                 {"role": "user", "content": f"Conversation:\n{transcript}\n\nLast question: {question.strip()}"}]
     return " ".join((await model.side_call(ctx, messages, "refine")).split())
