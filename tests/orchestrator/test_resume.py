@@ -26,7 +26,7 @@ from services.orchestrator.adapters.memory import InMemoryRunStore
 from services.orchestrator.app import build_definition
 from services.orchestrator.core.orchestrator import RunRequest
 from services.orchestrator.core.ports import RunStatus
-from tests.orchestrator.support.harness import dsl, finished, kinds, make_orchestrator, node_events
+from tests.orchestrator.support.harness import BothArrived, dsl, finished, kinds, make_orchestrator, node_events
 from tests.orchestrator.support.scripted_llm import ScriptedLlm
 
 
@@ -87,15 +87,11 @@ class BothReadFirst(InMemoryRunStore):
     def __init__(self):
         super().__init__()
         self.hold = False
-        self._arrived = 0
-        self._both = asyncio.Event()
+        self._creates = BothArrived()
 
     async def create_run(self, record, request_id=""):
         if self.hold:
-            self._arrived += 1
-            if self._arrived == 2:
-                self._both.set()
-            await self._both.wait()
+            await self._creates.arrive()
         return await super().create_run(record, request_id)
 
 

@@ -29,7 +29,7 @@ from services.common.structs import to_struct
 from services.orchestrator.adapters.store_grpc import GrpcRunStore
 from services.orchestrator.core.orchestrator import RunRequest
 from services.orchestrator.core.ports import RunStatus
-from tests.orchestrator.support.harness import finished, make_orchestrator
+from tests.orchestrator.support.harness import BothArrived, finished, make_orchestrator
 from tests.orchestrator.support.scripted_llm import ScriptedLlm
 from tests.orchestrator.test_resume import echo_loop, form_canvas, review_canvas
 from tests.support.databases import temporary_database
@@ -46,18 +46,14 @@ class RacingStore(GrpcRunStore):
     def __init__(self, target: str):
         super().__init__(target, own_token="t-svc")
         self.hold_creates = False
-        self._arrived = 0
-        self._both = asyncio.Event()
+        self._creates = BothArrived()
         self.die_after_turn = False
         self.turn_written = asyncio.Event()
         self._never = asyncio.Event()
 
     async def create_run(self, record, request_id=""):
         if self.hold_creates:
-            self._arrived += 1
-            if self._arrived == 2:
-                self._both.set()
-            await self._both.wait()
+            await self._creates.arrive()
         return await super().create_run(record, request_id)
 
     async def append_session_turn(self, session_id, messages, state, etag=""):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -31,6 +32,22 @@ async def run_dsl(orch: Orchestrator, dsl: dict[str, Any], query: str = "", **kw
     events = [e async for e in orch.stream_events(record.id)]
     await orch.wait_idle()
     return record.id, events
+
+
+class BothArrived:
+    """Holds every caller of arrive() until `count` callers arrived, then lets all through: two racing
+    requests both reach a point before either goes past it, decided by events, not timing."""
+
+    def __init__(self, count: int = 2) -> None:
+        self._count = count
+        self._arrived = 0
+        self._all = asyncio.Event()
+
+    async def arrive(self) -> None:
+        self._arrived += 1
+        if self._arrived >= self._count:
+            self._all.set()
+        await self._all.wait()
 
 
 async def until(stream, predicate) -> list[Event]:
