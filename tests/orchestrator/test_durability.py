@@ -8,13 +8,15 @@ canvas_store service is available.
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
 from services.common.errors import AbortedError
 from services.orchestrator.adapters.memory import InMemoryRunStore
 from services.orchestrator.core.orchestrator import RunRequest
-from services.orchestrator.core.ports import RunStatus
+from services.orchestrator.core.dsl.loader import load
+from services.orchestrator.core.ports import RunRecord, RunStatus
 from tests.orchestrator.support.harness import dsl, finished, kinds, make_orchestrator, node_events, until
 from tests.orchestrator.support.scripted_llm import ScriptedLlm
 
@@ -206,11 +208,6 @@ async def test_takeover_inside_a_loop_keeps_counters_and_finished_passes():
 
 
 async def test_the_reaper_leaves_a_just_created_run_to_its_creator_and_takes_one_left_unleased():
-    import time
-
-    from services.orchestrator.core.dsl.loader import load
-    from services.orchestrator.core.ports import RunRecord
-
     store = InMemoryRunStore()
     reaper = make_orchestrator(store, ScriptedLlm({"m": [[("text", "late")]]}), holder="reaper", lease_ttl_ms=15_000)
     canvas = load(pipeline()).canvas
