@@ -50,6 +50,22 @@ class BothArrived:
         await self._all.wait()
 
 
+class DiesOnce:
+    """Armed, the next caller of reached() sets `passed` and then never returns: a replica that dies at
+    exactly that point (the test waits on `passed`, then stops the replica)."""
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.passed = asyncio.Event()
+        self._never = asyncio.Event()
+
+    async def reached(self) -> None:
+        if self.armed:
+            self.armed = False
+            self.passed.set()
+            await self._never.wait()
+
+
 async def until(stream, predicate) -> list[Event]:
     """The events of `stream` up to and including the first one `predicate` accepts (all of them if none does)."""
     seen = []
