@@ -8,6 +8,7 @@ import grpc
 from agentcanvas.v1 import canvas_store_pb2 as pb
 from google.protobuf import field_mask_pb2
 
+from services.common.status import from_rpc_error
 from services.common.structs import from_struct, to_struct
 from tests.canvas_store.conftest import MINIMAL_DSL, create_canvas, dsl_variant, expect_code, unique_title
 
@@ -38,8 +39,6 @@ async def test_create_is_idempotent_by_request_id(store):
 
 
 async def test_reused_request_id_with_another_payload_is_refused(store):
-    from services.common.status import from_rpc_error
-
     request_id = f"reuse-{unique_title().split()[1]}"
     canvas = pb.Canvas(title=unique_title(), tags=["a"])
     canvas.dsl.CopyFrom(to_struct(MINIMAL_DSL))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import grpc
 import pytest
+import sqlalchemy as sa
 from agentcanvas.v1 import canvas_store_pb2 as pb
 from google.protobuf import field_mask_pb2
 
@@ -76,8 +77,6 @@ async def test_point_read_decodes_every_column(store):
 
 def _drop_every_other_connection(store) -> int:
     """Make the database server end every connection of the store (what a restart or failover does)."""
-    import sqlalchemy as sa
-
     engine = sa.create_engine(store.url, poolclass=sa.pool.NullPool)
     try:
         with engine.connect() as conn:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.llm_gateway.core.types import ChatRequest, Generation, Message, Thinking, ThinkingMode
+from services.llm_gateway.core.types import ChatRequest, Generation, Message, Thinking, ThinkingMode, ToolCall, ToolSpec
 
 OFF = Thinking(ThinkingMode.DISABLED)
 ON = Thinking(ThinkingMode.ENABLED)
@@ -142,8 +142,6 @@ async def test_ollama_think_flag(gw, scripted, model, thinking, think):
                                    "glm-4.5@ZHIPU-AI", "gpt-4o@OpenAI", "my-model@OpenAI-API-Compatible"])
 async def test_direct_and_acompletion_send_the_same_messages_and_tools(make_gateway, scripted, model):
     """acompletion (Chat) and the direct path (ChatStream) agree on a history with every message shape."""
-    from services.llm_gateway.core.types import ToolCall, ToolSpec
-
     factories = {name: {"api_base": scripted.base_url, "api_key": "k-test"} for name in OPENAI_FACTORIES}
     gw = make_gateway({}, factories=factories, litellm_direct=True)
     tool = ToolSpec("lookup", "Look a word up", {"type": "object", "properties": {"word": {"type": "string"}},

@@ -4,6 +4,7 @@ the G0 Answer migration and G0 ExeSQL's model repair against a real SQLite datab
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 from pathlib import Path
@@ -19,7 +20,7 @@ from services.orchestrator.core.dsl.validate import load_for_run, validate
 from services.orchestrator.core.orchestrator import RunRequest
 from services.orchestrator.core.ports import RunStatus
 from services.orchestrator.tools import ToolRuntime, ToolsSettings
-from tests.orchestrator.support.harness import dsl, finished, kinds, make_orchestrator, node_events
+from tests.orchestrator.support.harness import dsl, finished, kinds, make_orchestrator, node_events, until
 from tests.orchestrator.support.scripted_llm import ScriptedLlm
 
 EXESQL = Path(__file__).parents[1] / "fixtures" / "ragflow_dsl" / "examples" / "exesql.json"
@@ -193,10 +194,6 @@ async def test_g0_exesql_conversation_repairs_a_question_into_sql_with_the_model
 
 
 async def test_a_takeover_mid_turn_does_not_take_the_message_twice():
-    import asyncio
-
-    from tests.orchestrator.test_durability import _until
-
     canvas = dsl({
         "begin": {"type": "Begin", "down": ["ask"]},
         "ask": {"type": "UserFillUp", "down": ["llm"], "params": {
@@ -211,7 +208,7 @@ async def test_a_takeover_mid_turn_does_not_take_the_message_twice():
     b = make_orchestrator(store, ScriptedLlm({"m": [[("text", "answered by b")]]}), holder="b")
     session = store.create_session()
     record = await a.start_run(RunRequest(dsl=canvas, query="one", session_id=session.id))
-    first = await _until(a.stream_events(record.id), lambda e: e.kind == "node_started" and e.data["component_id"] == "llm")
+    first = await until(a.stream_events(record.id), lambda e: e.kind == "node_started" and e.data["component_id"] == "llm")
     await a.stop(grace=0)  # replica A dies while the turn's model call is under way
     store.expire_lease(record.id)
     assert await b.reap_once() == 1

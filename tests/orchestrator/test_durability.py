@@ -8,14 +8,16 @@ canvas_store service is available.
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
 from services.common.errors import AbortedError
 from services.orchestrator.adapters.memory import InMemoryRunStore
 from services.orchestrator.core.orchestrator import RunRequest
-from services.orchestrator.core.ports import RunStatus
-from tests.orchestrator.support.harness import dsl, finished, kinds, make_orchestrator, node_events
+from services.orchestrator.core.dsl.loader import load
+from services.orchestrator.core.ports import RunRecord, RunStatus
+from tests.orchestrator.support.harness import dsl, finished, kinds, make_orchestrator, node_events, until
 from tests.orchestrator.support.scripted_llm import ScriptedLlm
 
 
@@ -29,22 +31,13 @@ def pipeline():
     }, globals={"env.note": ""})
 
 
-async def _until(stream, predicate):
-    seen = []
-    async for event in stream:
-        seen.append(event)
-        if predicate(event):
-            return seen
-    return seen
-
-
 async def test_takeover_continues_without_rerunning_finished_nodes_and_events_are_exactly_once():
     store = InMemoryRunStore()
     hang = asyncio.Event()
     a = make_orchestrator(store, ScriptedLlm({"m": [[("text", "partial "), ("gate", hang)]]}), holder="a")
     b = make_orchestrator(store, ScriptedLlm({"m": [[("text", "from b")]]}), holder="b")
     record = await a.start_run(RunRequest(dsl=pipeline(), query="x"))
-    first = await _until(a.stream_events(record.id), lambda e: e.kind == "message_delta" and e.data["content"] == "partial ")
+    first = await until(a.stream_events(record.id), lambda e: e.kind == "message_delta" and e.data["content"] == "partial ")
     # replica A dies mid-stream: nothing more is written, its lease lapses
     await a.stop(grace=0)
     store.expire_lease(record.id)
@@ -86,7 +79,7 @@ async def test_cancel_from_another_replica_ends_cancelled():
     a = make_orchestrator(store, ScriptedLlm({"m": [[("gate", hang)]]}), holder="a", lease_ttl_ms=300)
     b = make_orchestrator(store, holder="b")
     record = await a.start_run(RunRequest(dsl=pipeline(), query="x"))
-    await _until(a.stream_events(record.id), lambda e: e.kind == "node_started" and e.data["component_id"] == "llm")
+    await until(a.stream_events(record.id), lambda e: e.kind == "node_started" and e.data["component_id"] == "llm")
     await b.cancel(record.id)
     events = [e async for e in b.stream_events(record.id)]
     await a.wait_idle()
@@ -202,7 +195,7 @@ async def test_takeover_inside_a_loop_keeps_counters_and_finished_passes():
             asks.append(event)
         return len(asks) == 3
 
-    first = await _until(a.stream_events(record.id), third_pass_started)
+    first = await until(a.stream_events(record.id), third_pass_started)
     await a.stop(grace=0)
     store.expire_lease(record.id)
     assert await b.reap_once() == 1
@@ -215,11 +208,6 @@ async def test_takeover_inside_a_loop_keeps_counters_and_finished_passes():
 
 
 async def test_the_reaper_leaves_a_just_created_run_to_its_creator_and_takes_one_left_unleased():
-    import time
-
-    from services.orchestrator.core.dsl.loader import load
-    from services.orchestrator.core.ports import RunRecord
-
     store = InMemoryRunStore()
     reaper = make_orchestrator(store, ScriptedLlm({"m": [[("text", "late")]]}), holder="reaper", lease_ttl_ms=15_000)
     canvas = load(pipeline()).canvas

@@ -26,7 +26,7 @@ from services.orchestrator.adapters.memory import InMemoryRunStore
 from services.orchestrator.app import build_definition
 from services.orchestrator.core.orchestrator import RunRequest
 from services.orchestrator.core.ports import RunStatus
-from tests.orchestrator.support.harness import dsl, finished, kinds, make_orchestrator, node_events
+from tests.orchestrator.support.harness import BothArrived, DiesOnce, dsl, finished, kinds, make_orchestrator, node_events
 from tests.orchestrator.support.scripted_llm import ScriptedLlm
 
 
@@ -87,15 +87,11 @@ class BothReadFirst(InMemoryRunStore):
     def __init__(self):
         super().__init__()
         self.hold = False
-        self._arrived = 0
-        self._both = asyncio.Event()
+        self._creates = BothArrived()
 
     async def create_run(self, record, request_id=""):
         if self.hold:
-            self._arrived += 1
-            if self._arrived == 2:
-                self._both.set()
-            await self._both.wait()
+            await self._creates.arrive()
         return await super().create_run(record, request_id)
 
 
@@ -105,16 +101,11 @@ class DiesAfterSessionWrite(InMemoryRunStore):
 
     def __init__(self):
         super().__init__()
-        self.armed = False
-        self.written = asyncio.Event()
-        self._never = asyncio.Event()
+        self.crash = DiesOnce()
 
     async def append_session_turn(self, session_id, messages, state, etag=""):
         session = await super().append_session_turn(session_id, messages, state, etag)
-        if self.armed:
-            self.armed = False
-            self.written.set()
-            await self._never.wait()
+        await self.crash.reached()
         return session
 
 
@@ -323,9 +314,9 @@ async def test_a_takeover_after_the_session_write_does_not_apply_the_turn_twice(
     first, events = await start(a, dsl=echo_loop(), query="hello", session_id=session.id)
     assert shown(events) == ["turn 1: hello"]
 
-    store.armed = True
+    store.crash.armed = True
     second = await a.start_run(RunRequest(session_id=session.id, query="two"))
-    await store.written.wait()  # the turn is in the session; the run's terminal commit is not
+    await store.crash.passed.wait()  # the turn is in the session; the run's terminal commit is not
     assert (await store.get_session(session.id)).state["paused_run_id"] == second.id
     assert (await store.get_run(second.id)).status == RunStatus.RUNNING
     # A message in this window must not start the conversation over (nor resume a run still running).

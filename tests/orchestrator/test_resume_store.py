@@ -29,7 +29,7 @@ from services.common.structs import to_struct
 from services.orchestrator.adapters.store_grpc import GrpcRunStore
 from services.orchestrator.core.orchestrator import RunRequest
 from services.orchestrator.core.ports import RunStatus
-from tests.orchestrator.support.harness import finished, make_orchestrator
+from tests.orchestrator.support.harness import BothArrived, DiesOnce, finished, make_orchestrator
 from tests.orchestrator.support.scripted_llm import ScriptedLlm
 from tests.orchestrator.test_resume import echo_loop, form_canvas, review_canvas
 from tests.support.databases import temporary_database
@@ -46,26 +46,17 @@ class RacingStore(GrpcRunStore):
     def __init__(self, target: str):
         super().__init__(target, own_token="t-svc")
         self.hold_creates = False
-        self._arrived = 0
-        self._both = asyncio.Event()
-        self.die_after_turn = False
-        self.turn_written = asyncio.Event()
-        self._never = asyncio.Event()
+        self._creates = BothArrived()
+        self.crash_after_turn = DiesOnce()
 
     async def create_run(self, record, request_id=""):
         if self.hold_creates:
-            self._arrived += 1
-            if self._arrived == 2:
-                self._both.set()
-            await self._both.wait()
+            await self._creates.arrive()
         return await super().create_run(record, request_id)
 
     async def append_session_turn(self, session_id, messages, state, etag=""):
         session = await super().append_session_turn(session_id, messages, state, etag)
-        if self.die_after_turn:
-            self.die_after_turn = False
-            self.turn_written.set()
-            await self._never.wait()
+        await self.crash_after_turn.reached()
         return session
 
 
@@ -150,9 +141,9 @@ async def test_takeover_after_the_session_write_on_the_real_store_converges(canv
         session_id = await new_session(stub, echo_loop())
         first = await a.start_run(RunRequest(session_id=session_id, query="hello"))
         await drain(a, first.id)
-        store.die_after_turn = True
+        store.crash_after_turn.armed = True
         second = await a.start_run(RunRequest(session_id=session_id, query="two"))
-        await store.turn_written.wait()
+        await store.crash_after_turn.passed.wait()
         assert not (await store.get_run(second.id)).status.terminal  # the terminal commit is not written
         with pytest.raises(AbortedError):  # not a fresh start of the conversation meanwhile
             await b.start_run(RunRequest(session_id=session_id, query="three"))

@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -123,6 +122,8 @@ class ScriptedOpenAIServer:
         self.requests: list[RecordedRequest] = []
         self.disconnects = 0
         """Streams the client abandoned (write failed mid-stream)."""
+        self.disconnected = threading.Event()
+        """Set at the first abandoned stream: a test waits on it instead of polling `disconnects`."""
         self.connections = 0
         """TCP connections accepted (keep-alive reuse shows as fewer connections than requests)."""
         self._queue: deque[Response] = deque()
@@ -302,6 +303,7 @@ class ScriptedOpenAIServer:
         except (BrokenPipeError, ConnectionResetError):
             with self._lock:
                 self.disconnects += 1
+            self.disconnected.set()
             return
 
     def _completion(self, reply: Reply) -> dict[str, Any]:
@@ -432,11 +434,3 @@ def _reply_from_stream(stream: Stream) -> Reply:
     reasoning = "".join(str(c.get("reasoning_content") or c.get("reasoning") or "") for c in stream.chunks)
     return Reply(content=content, reasoning_content=reasoning or None, finish_reason=stream.finish_reason, usage=stream.usage)
 
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 10.0, interval: float = 0.01) -> None:
-    """Poll until predicate() is true (tests never sleep to wait)."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError("condition not met in time")
-        time.sleep(interval)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -31,6 +32,48 @@ async def run_dsl(orch: Orchestrator, dsl: dict[str, Any], query: str = "", **kw
     events = [e async for e in orch.stream_events(record.id)]
     await orch.wait_idle()
     return record.id, events
+
+
+class BothArrived:
+    """Holds every caller of arrive() until `count` callers arrived, then lets all through: two racing
+    requests both reach a point before either goes past it, decided by events, not timing."""
+
+    def __init__(self, count: int = 2) -> None:
+        self._count = count
+        self._arrived = 0
+        self._all = asyncio.Event()
+
+    async def arrive(self) -> None:
+        self._arrived += 1
+        if self._arrived >= self._count:
+            self._all.set()
+        await self._all.wait()
+
+
+class DiesOnce:
+    """Armed, the next caller of reached() sets `passed` and then never returns: a replica that dies at
+    exactly that point (the test waits on `passed`, then stops the replica)."""
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.passed = asyncio.Event()
+        self._never = asyncio.Event()
+
+    async def reached(self) -> None:
+        if self.armed:
+            self.armed = False
+            self.passed.set()
+            await self._never.wait()
+
+
+async def until(stream, predicate) -> list[Event]:
+    """The events of `stream` up to and including the first one `predicate` accepts (all of them if none does)."""
+    seen = []
+    async for event in stream:
+        seen.append(event)
+        if predicate(event):
+            return seen
+    return seen
 
 
 def kinds(events: list[Event]) -> list[str]:

@@ -91,7 +91,7 @@ def _dbapi(db: Database, *, autocommit: bool) -> Iterator[Any]:
 class PointRead:
     """`SELECT <columns> FROM <table> WHERE <key> = :b_id` on a bare DBAPI cursor; one dict or None."""
 
-    def __init__(self, db: Database, table: sa.Table, columns: Sequence[sa.Column], key: sa.Column):
+    def __init__(self, db: Database, columns: Sequence[sa.Column], key: sa.Column):
         self._db = db
         self._statement = _Compiled(db, sa.select(*columns).where(key == sa.bindparam("b_id")))
         self.decode = RowDecoder(columns)
@@ -140,7 +140,7 @@ class ConditionalUpdate:
         self._columns = list(columns)
         self._where = where
         self._returning = db.engine.dialect.update_returning
-        self._read = PointRead(db, table, columns, table.c.id)
+        self._read = PointRead(db, columns, table.c.id)
         self._compiled: dict[frozenset[str], _Compiled] = {}
 
     def _statement(self, fields: frozenset[str]) -> _Compiled:

@@ -16,6 +16,8 @@ from services.orchestrator.core.components.base import Component, Outcome, Probl
 from services.orchestrator.core.components.registry import register
 from services.orchestrator.core.errors import NodeError
 from services.orchestrator.core.ports import ChatRequest
+from services.orchestrator.core.sessions import history_lines
+from services.orchestrator.tools.citations import format_knowledge
 
 _FLAGS = {
     "temperature": "temperatureEnabled",
@@ -42,16 +44,18 @@ async def refine_question(model: "LLM", ctx, question: str, window: int) -> str:
     """RAGFlow's multi-turn refinement (`refine_multiturn`): with earlier turns in the session, the
     model rewrites `question` into a standalone one from the last `window` user/assistant pairs.
     Returns "" when there is nothing to refine (no history, no model, empty question or answer)."""
-    history = list(ctx.spec.get("history") or [])[-2 * window:] if window > 0 else []
+    history = recent_history(ctx, window)
     if not question.strip() or not history or ctx.services.llm is None:
         return ""
-    transcript = "\n".join(f"{h.get('role', 'user')}: {h.get('content', '')}" for h in history)
+    transcript = "\n".join(history_lines(history))
     messages = [{"role": "system", "content": REFINE_PROMPT},
                 {"role": "user", "content": f"Conversation:\n{transcript}\n\nLast question: {question.strip()}"}]
-    request = model._request(ctx, messages, None)
-    request.request_id = f"{request.request_id}:refine"
-    pieces, _calls = await model._consume(ctx, request, None, live_text=False)
-    return " ".join("".join(pieces).split())
+    return " ".join((await model.side_call(ctx, messages, "refine")).split())
+
+
+def recent_history(ctx, window: int) -> list[dict[str, Any]]:
+    """The last `window` user/assistant pairs of the session's history (none for a window of 0)."""
+    return list(ctx.spec.get("history") or [])[-2 * window:] if window > 0 else []
 
 
 def with_citation_prompt(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -118,7 +122,7 @@ class LLM(Component):
         """The last `message_history_window_size` turns (user + assistant pairs) of the session.
         History holds answers only: reasoning is never stored in it."""
         window = int(self.param("message_history_window_size", 13) or 0)
-        history = list(ctx.spec.get("history") or [])[-2 * window :] if window > 0 else []
+        history = recent_history(ctx, window)
         return [{"role": h.get("role", "user"), "content": str(h.get("content", ""))} for h in history]
 
     def _attach_files(self, ctx, prompts: list[dict[str, Any]], last: dict[str, Any]) -> None:
@@ -211,15 +215,10 @@ class LLM(Component):
             if stream is not None and text:
                 stream.push("text", text)
             return text
-        from services.orchestrator.tools.citations import format_knowledge
-
         knowledge = format_knowledge(bucket.snapshot()["chunks"])
         messages = [{"role": "system", "content": SECOND_PASS_PROMPT},
                     {"role": "user", "content": f"Knowledge:\n{knowledge}\n\nAnswer:\n{text}"}]
-        request = self._request(ctx, messages, None)
-        request.request_id = f"{request.request_id}:cite"
-        pieces, _calls = await self._consume(ctx, request, stream, live_text=True, reasoning=False)
-        cited = "".join(pieces)
+        cited = await self.side_call(ctx, messages, "cite", stream=stream, live_text=True, reasoning=False)
         if not cited.strip():
             if stream is not None:
                 stream.push("text", text)
@@ -238,6 +237,16 @@ class LLM(Component):
                 continue
             return Outcome(outputs={"structured": value, "content": text}, inputs={"messages": messages})
         raise NodeError(f"{self.id}: the model's answer is not valid JSON for the schema", reason="INVALID_STRUCTURED_OUTPUT")
+
+    async def side_call(self, ctx, messages: list[dict[str, Any]], suffix: str, *, schema: dict[str, Any] | None = None,
+                        stream=None, live_text: bool = False, reasoning: bool = True) -> str:
+        """One extra model call made by this node (question refinement, citation pass, SQL repair):
+        its own request id `<node's request id>:<suffix>`, reasoning to `stream` (and the text when
+        `live_text`), usage counted for the node. Returns the answer's text."""
+        request = self._request(ctx, messages, schema)
+        request.request_id = f"{request.request_id}:{suffix}"
+        pieces, _calls = await self._consume(ctx, request, stream, live_text=live_text, reasoning=reasoning)
+        return "".join(pieces)
 
     async def _call(self, ctx, request: ChatRequest, stream) -> str:
         pieces, _calls = await self._consume(ctx, request, stream, live_text=True)

@@ -11,7 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from services.orchestrator.core.components.base import Component, Outcome
+from services.orchestrator.core.components.llm import LLM, parse_json_answer, refine_question
 from services.orchestrator.core.components.registry import register
+from services.orchestrator.core.dsl.model import NodeSpec
 from services.orchestrator.core.errors import NodeError
 from services.orchestrator.core.refs import whole_ref
 
@@ -66,17 +68,17 @@ class ToolNode(Component):
             outputs["downloads"] = [d.to_dict() for d in result.downloads]
         return Outcome(outputs=outputs, inputs=args, references=list(result.chunks))
 
+    def _model(self, params: dict[str, Any]) -> LLM:
+        """The node's `llm_id` as an LLM component, for the model calls this tool node makes itself."""
+        return LLM(NodeSpec(id=self.id, type="LLM", params={"llm_id": params.get("llm_id", "")}, downstream=[], upstream=[]))
+
     async def _refine_query(self, ctx, args: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
         """`refine_multiturn`: with earlier turns in the session, the model rewrites the last question
         into a standalone one from the history window (`message_history_window_size` user/assistant
         pairs, default 13), and that is what is searched. Without history, or without a model, the
         question is searched as asked."""
-        from services.orchestrator.core.components.llm import LLM, refine_question
-        from services.orchestrator.core.dsl.model import NodeSpec
-
-        model = LLM(NodeSpec(id=self.id, type="LLM", params={"llm_id": params.get("llm_id", "")}, downstream=[], upstream=[]))
         window = int(params.get("message_history_window_size", 13) or 0)
-        refined = await refine_question(model, ctx, args["query"], window)
+        refined = await refine_question(self._model(params), ctx, args["query"], window)
         return {**args, "query": refined, "question": args["query"].strip()} if refined else args
 
     async def _repair_sql(self, ctx, tool, args: dict[str, Any], params: dict[str, Any], result, request_id: str):
@@ -85,10 +87,7 @@ class ToolNode(Component):
         times. The model's usage counts for this node."""
         if ctx.services.llm is None:
             return result, args
-        from services.orchestrator.core.components.llm import LLM, parse_json_answer
-        from services.orchestrator.core.dsl.model import NodeSpec
-
-        model = LLM(NodeSpec(id=self.id, type="LLM", params={"llm_id": params.get("llm_id", "")}, downstream=[], upstream=[]))
+        model = self._model(params)
         attempts = max(int(params.get("repair_attempts") or 3), 0)
         repairs: list[dict[str, Any]] = []
         for index in range(attempts):
@@ -96,11 +95,9 @@ class ToolNode(Component):
                 break
             messages = [{"role": "system", "content": SQL_REPAIR_PROMPT.format(db=params.get("db_type") or "SQL")},
                         {"role": "user", "content": f"Statement:\n{args.get('sql', '')}\n\nError:\n{result.error.message}"}]
-            request = model._request(ctx, messages, SQL_SCHEMA)
-            request.request_id = f"{request.request_id}:repair{index}"
-            pieces, _calls = await model._consume(ctx, request, None, live_text=False)
+            answer = await model.side_call(ctx, messages, f"repair{index}", schema=SQL_SCHEMA)
             try:
-                sql = str(parse_json_answer("".join(pieces)).get("sql") or "")
+                sql = str(parse_json_answer(answer).get("sql") or "")
             except (ValueError, AttributeError):
                 sql = ""
             if not sql.strip():

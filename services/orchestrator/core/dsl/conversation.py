@@ -21,13 +21,13 @@ again folds it the same way.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from services.orchestrator.core.dsl.model import Edge, NodeSpec
+from services.orchestrator.core.dsl.model import CanvasSpec, Edge, NodeSpec
 
 if TYPE_CHECKING:
     from services.orchestrator.core.dsl.loader import CanvasProblem
-    from services.orchestrator.core.dsl.model import CanvasSpec
 
 CONVERSATION = "Conversation"
 INTERACTIVE = frozenset({"UserFillUp"})
@@ -49,25 +49,24 @@ def strongly_connected(nodes: list[str], edges: list[Edge]) -> list[list[str]]:
     stack: list[str] = []
     on_stack: set[str] = set()
     found: list[list[str]] = []
-    counter = 0
+    work: list[tuple[str, Iterator[str]]] = []
+
+    def enter(node: str) -> None:
+        index[node] = low[node] = len(index)  # numbered in visiting order
+        stack.append(node)
+        on_stack.add(node)
+        work.append((node, iter(successors[node])))
+
     for root in nodes:
         if root in index:
             continue
-        work = [(root, iter(successors[root]))]
-        index[root] = low[root] = counter
-        counter += 1
-        stack.append(root)
-        on_stack.add(root)
+        enter(root)
         while work:
             node, children = work[-1]
             child = next(children, None)
             if child is not None:
                 if child not in index:
-                    index[child] = low[child] = counter
-                    counter += 1
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(successors[child])))
+                    enter(child)
                 elif child in on_stack:
                     low[node] = min(low[node], index[child])
                 continue
@@ -88,7 +87,7 @@ def strongly_connected(nodes: list[str], edges: list[Edge]) -> list[list[str]]:
     return sorted(found, key=lambda c: rank[c[0]])
 
 
-def fold(canvas: "CanvasSpec", problems: "list[CanvasProblem]") -> None:
+def fold(canvas: CanvasSpec, problems: list[CanvasProblem]) -> None:
     """Turn every top-level cycle through an interactive node into a Conversation container."""
     from services.orchestrator.core.dsl.loader import CanvasProblem
 
@@ -113,7 +112,7 @@ def fold(canvas: "CanvasSpec", problems: "list[CanvasProblem]") -> None:
         _make_container(canvas, members, entry)
 
 
-def _make_container(canvas: "CanvasSpec", members: list[str], entry: str) -> None:
+def _make_container(canvas: CanvasSpec, members: list[str], entry: str) -> None:
     inside = set(members)
     container_id = entry + SUFFIX
     edges: list[Edge] = []

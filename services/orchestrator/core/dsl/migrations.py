@@ -168,8 +168,8 @@ def _name_of(entry: Any) -> str:
     return str(obj.get("component_name") or "") if isinstance(obj, dict) else ""
 
 
-def _reaches(components: dict[str, Any], start: list[str], goal: str) -> set[str]:
-    """Nodes reachable from `start` (following downstream); contains `goal` when it is reached."""
+def _reaches(components: dict[str, Any], start: list[str]) -> set[str]:
+    """Nodes reachable from `start` (following downstream)."""
     seen: set[str] = set()
     pending = list(start)
     while pending:
@@ -206,7 +206,7 @@ def migrate_g0_conversations(components: dict[str, Any], notes: list[str]) -> No
         entry = components[cid]
         if _name_of(entry) != "Answer" or cid + AWAIT_SUFFIX in components:
             continue
-        cycle = _reaches(components, _downstream_ids(entry), cid)
+        cycle = _reaches(components, _downstream_ids(entry))
         if cid not in cycle:
             continue  # a one-turn Answer: migrate_g0 makes it a Message
         sources = [s for s in components if cid in _downstream_ids(components[s])]
