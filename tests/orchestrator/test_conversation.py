@@ -226,3 +226,19 @@ def test_a_cycle_back_into_begin_is_not_a_conversation():
     canvas["components"]["show"]["downstream"] = ["begin"]
     problems = validate(canvas).problems
     assert any(p.code == "CYCLE" for p in problems), problems
+
+
+async def test_g0_exesql_repair_attempts_zero_turns_the_model_repair_off(sql_runtime):
+    llm = ScriptedLlm({"": [[("text", json.dumps({"sql": "SELECT 1"}))]]})
+    store = InMemoryRunStore()
+    orch = make_orchestrator(store, llm=llm, tools=sql_runtime, conversation_max_turns=2)
+    session = store.create_session()
+    canvas = json.loads(EXESQL.read_text())
+    components = canvas.get("dsl", canvas)["components"]
+    components["exesql:0"]["obj"]["params"]["repair_attempts"] = 0
+
+    events = await turn(orch, session.id, "which city is the largest?", canvas=canvas)
+    assert llm.requests == []  # the question was not sent to the model for a rewrite
+    sql_node = next(e for e in events if e.kind == "node_finished" and e.data["component_id"] == "exesql:0")
+    assert sql_node.data.get("error")
+    assert "| Lyon |" not in "".join(shown(events))

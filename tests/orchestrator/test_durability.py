@@ -209,15 +209,16 @@ async def test_takeover_inside_a_loop_keeps_counters_and_finished_passes():
 
 async def test_the_reaper_leaves_a_just_created_run_to_its_creator_and_takes_one_left_unleased():
     store = InMemoryRunStore()
-    reaper = make_orchestrator(store, ScriptedLlm({"m": [[("text", "late")]]}), holder="reaper", lease_ttl_ms=15_000)
+    reaper = make_orchestrator(store, ScriptedLlm({"m": [[("text", "late")]]}), holder="reaper", lease_ttl_ms=600_000)
     canvas = load(pipeline()).canvas
     spec = {"dsl": canvas.dsl, "globals": dict(canvas.globals), "query": "q"}
     now = int(time.time() * 1000)
-    # created a moment ago, not leased yet: its RunCanvas (on some replica) is about to lease it
+    # created a moment ago, not leased yet: its RunCanvas (on some replica) is about to lease it. The
+    # 10-minute TTL keeps "a moment ago" true however slow the machine is.
     await store.create_run(RunRecord(id="fresh", spec=spec, create_time_ms=now))
     assert await reaper.reap_once() == 0
     # created more than a lease TTL ago and never leased: its creator died in between
-    await store.create_run(RunRecord(id="left", spec=spec, create_time_ms=now - 60_000))
+    await store.create_run(RunRecord(id="left", spec=spec, create_time_ms=now - 3_600_000))
     assert await reaper.reap_once() == 1
     await reaper.wait_idle()
     assert (await store.get_run("left")).status == RunStatus.SUCCEEDED

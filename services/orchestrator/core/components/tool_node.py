@@ -28,6 +28,16 @@ SQL_REPAIR_PROMPT = ("You repair SQL statements. The statement below failed on a
                      '{{"sql": "<the statement>"}} only, without explanation.')
 
 
+def _count(value: Any, *, default: int) -> int:
+    """A non-negative count from a DSL param; missing or unreadable values take the default."""
+    if value is None or value == "":
+        return default
+    try:
+        return max(int(value), 0)
+    except (TypeError, ValueError):
+        return default
+
+
 def _resolve_param_refs(ctx, value: Any) -> Any:
     """Resolve a value that is a reference (braced or bare); leave anything else as written."""
     return ctx.resolve(value) if whole_ref(value) is not None else value
@@ -88,7 +98,7 @@ class ToolNode(Component):
         if ctx.services.llm is None:
             return result, args
         model = self._model(params)
-        attempts = max(int(params.get("repair_attempts") or 3), 0)
+        attempts = _count(params.get("repair_attempts"), default=3)  # 0 turns the repair off
         repairs: list[dict[str, Any]] = []
         for index in range(attempts):
             if result.error is None or getattr(result.error, "reason", "") not in _REPAIRABLE:
