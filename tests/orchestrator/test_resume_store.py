@@ -52,13 +52,13 @@ class RacingStore(GrpcRunStore):
         self.turn_written = asyncio.Event()
         self._never = asyncio.Event()
 
-    async def create_run(self, record, request_id=""):
+    async def start_run(self, record, request_id, holder, ttl_ms):
         if self.hold_creates:
             self._arrived += 1
             if self._arrived == 2:
                 self._both.set()
             await self._both.wait()
-        return await super().create_run(record, request_id)
+        return await super().start_run(record, request_id, holder, ttl_ms)
 
     async def append_session_turn(self, session_id, messages, state, etag=""):
         session = await super().append_session_turn(session_id, messages, state, etag)
