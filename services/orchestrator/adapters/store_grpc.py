@@ -69,6 +69,9 @@ def _item_error(result: canvas_store_pb2.CommitRunStepResult) -> Exception:
     return status.from_rpc_error(grpc.aio.AioRpcError(code, grpc.aio.Metadata(), trailers, details=result.message))
 
 
+_IDENTITY_KEYS = ("authorization", "x-agentcanvas-on-behalf-of")
+
+
 @dataclass
 class _CommitLane:
     """Commits sent under one identity: at most one commit call in flight; what queues meanwhile
@@ -188,7 +191,10 @@ class GrpcRunStore(PeerClient):
         """Send at once when no commit of this identity is in flight; else wait for it and go out with
         everything else that queued meanwhile, as one CommitRunSteps (one store transaction)."""
         metadata = self._metadata()
-        key = tuple(metadata)
+        # Lanes are per identity only: the store authorises a batch as one caller. Per-run metadata
+        # (traceparent, x-request-id) goes with a commit sent alone, not with a batch of many runs.
+        identity = [(k, v) for k, v in metadata if k in _IDENTITY_KEYS]
+        key = tuple(identity)
         lane = self._lanes.get(key)
         if lane is None:
             lane = self._lanes[key] = _CommitLane(key)
@@ -197,7 +203,7 @@ class GrpcRunStore(PeerClient):
             try:
                 return await self._call("CommitRunStep", request, metadata)
             finally:
-                self._next_batch(lane, metadata)
+                self._next_batch(lane, identity)
         future: asyncio.Future = asyncio.get_running_loop().create_future()
         lane.queue.append((request, future))
         return await future
