@@ -196,7 +196,10 @@ class Orchestrator:
             if not (request.request_id and created.spec.get("request_id") == request.request_id):
                 await self.admission.release(tenant_id, record.id)
                 if lease is not None:  # we hold the concurrent turn's lease (it was still free): drive it
-                    await self._claim(created, None, lease)
+                    try:
+                        await self._claim(created, None, lease)
+                    except AgentCanvasError as exc:  # the lease lapses and a takeover drives it
+                        logger.warning("run %s: not claimed: %s", created.id, exc.message)
                 raise AbortedError(
                     f"run {previous.id} was already resumed by run {created.id} (a concurrent turn); this "
                     "turn was not applied: follow that run, then send the message again",
