@@ -25,7 +25,9 @@ from services.common.errors import AbortedError
 from services.common.settings import Config
 from services.orchestrator.adapters.store_grpc import GrpcRunStore
 from services.orchestrator.core.events import Event
+from services.orchestrator.core.orchestrator import RunRequest
 from services.orchestrator.core.ports import RunRecord, RunStatus, Step
+from tests.orchestrator.support.harness import dsl, finished, make_orchestrator
 from tests.support.databases import temporary_database
 
 TOKENS = [{"token": "t-alice", "tenant": "acme", "user": "alice"},
@@ -134,4 +136,29 @@ async def test_an_older_store_is_served_with_the_single_purpose_rpcs(stores):
         assert outcomes[0].last_seq == 1 and outcomes[2].last_seq == 1
         assert isinstance(outcomes[1], AbortedError)
     finally:
+        await store.close()
+
+
+async def test_concurrent_runs_of_an_orchestrator_start_in_one_call_each_and_share_commits(stores):
+    store = GrpcRunStore(stores[0], own_token="t-svc")
+    orch = make_orchestrator(store, holder="replica-a")
+    canvas = dsl({
+        "begin": {"type": "Begin", "down": ["shout"]},
+        "shout": {"type": "StringTransform", "params": {"method": "merge", "script": "hey {sys.query}"},
+                  "down": ["msg"]},
+        "msg": {"type": "Message", "params": {"content": ["{shout@result}"]}},
+    })
+    try:
+        runs = await asyncio.gather(*(orch.start_run(RunRequest(dsl=canvas, query=f"q{i}")) for i in range(8)))
+        async with asyncio.timeout(60):  # a safety net against a hang, not a timing assertion
+            outputs = [finished([e async for e in orch.stream_events(run.id)])["outputs"]["content"] for run in runs]
+            await orch.wait_idle()
+        assert outputs == [f"hey q{i}" for i in range(8)]
+        assert store.calls["StartRunRecord"] == 8
+        assert "CreateRunRecord" not in store.calls and "AcquireRunLease" not in store.calls
+        for run in runs:  # everything each run wrote is durable, whatever call carried it
+            record = await store.get_run(run.id)
+            assert record.status == RunStatus.SUCCEEDED and record.last_seq == len(await store.list_events(run.id))
+    finally:
+        await orch.stop()
         await store.close()
