@@ -10,7 +10,9 @@ from agentcanvas.v1 import canvas_store_pb2_grpc
 from services.canvas_store import converters as cv
 from services.canvas_store.app import StoreApp
 from services.canvas_store.core.runs import watch_events
-from services.canvas_store.core.types import RunCommit
+from services.canvas_store.core.types import CommitResult, RunCommit
+from services.common import status
+from services.common.errors import AgentCanvasError
 from services.common.structs import from_struct
 
 logger = logging.getLogger(__name__)
@@ -123,6 +125,18 @@ class CanvasStoreServicer(canvas_store_pb2_grpc.CanvasStoreServicer):
         run = cv.run_in(request.run)
         return cv.run_out(await self._app.call(self._app.runs.create, run, request.request_id))
 
+    async def StartRunRecord(self, request: pb.StartRunRecordRequest, context) -> pb.StartRunRecordResponse:
+        run = cv.run_in(request.run)
+        sent_spec = run.spec
+        record, lease = await self._app.call(self._app.runs.start, run, request.request_id, request.holder,
+                                             request.ttl_ms)
+        if request.omit_spec and (record.spec is sent_spec or record.spec == sent_spec):
+            record.spec = None  # the caller has it; a replay of a different spec still carries it
+        reply = pb.StartRunRecordResponse(run=cv.run_out(record))
+        if lease is not None:
+            reply.lease.CopyFrom(cv.lease_out(lease))
+        return reply
+
     async def GetRunRecord(self, request: pb.GetRunRecordRequest, context) -> pb.RunRecord:
         return cv.run_out(await self._app.call(self._app.runs.get, request.id))
 
@@ -146,18 +160,41 @@ class CanvasStoreServicer(canvas_store_pb2_grpc.CanvasStoreServicer):
         return pb.ReleaseRunLeaseResponse()
 
     async def CommitRunStep(self, request: pb.CommitRunStepRequest, context) -> pb.CommitRunStepResponse:
-        commit = RunCommit(
-            run_id=request.run_id, lease_token=request.lease_token, steps=[cv.step_in(s) for s in request.steps],
-            events=[cv.event_in(e) for e in request.events], status=cv.status_in(request.status, "status"),
-            outputs=from_struct(request.outputs) if request.HasField("outputs") else None,
-            error=cv.error_in(request.error) if request.HasField("error") else None,
-            usage=cv.usage_in(request.usage) if request.HasField("usage") else None,
-        )
+        commit = _commit_in(request)
         result = await self._app.call(self._app.runs.commit, commit)
+        self._notify(commit)
+        return _commit_out(result)
+
+    async def CommitRunSteps(self, request: pb.CommitRunStepsRequest, context) -> pb.CommitRunStepsResponse:
+        commits, results, pending = [], [None] * len(request.commits), []
+        for index, item in enumerate(request.commits):
+            try:
+                commits.append(_commit_in(item))
+                pending.append(index)
+            except AgentCanvasError as exc:  # e.g. an unknown status value: this item only
+                results[index] = exc
+        if not request.commits:
+            await self._app.call(self._app.runs.commit_many, [])  # INVALID_ARGUMENT naming `commits`
+        if commits:
+            written = await self._app.call(self._app.runs.commit_many, commits)
+            for index, commit, result in zip(pending, commits, written):
+                results[index] = result
+                if not isinstance(result, AgentCanvasError):
+                    self._notify(commit)
+        reply = pb.CommitRunStepsResponse()
+        for result in results:
+            item = reply.results.add()
+            if isinstance(result, AgentCanvasError):
+                rich = status.to_rpc_status(result)
+                item.code, item.message = rich.code.value[0], result.message
+                item.status = dict(rich.trailing_metadata).get("grpc-status-details-bin", b"")
+            else:
+                item.response.CopyFrom(_commit_out(result))
+        return reply
+
+    def _notify(self, commit: RunCommit) -> None:
         if commit.events or commit.status is not None:
-            self._app.notifier.notify(request.run_id)
-        return pb.CommitRunStepResponse(first_seq=result.first_seq, last_seq=result.last_seq,
-                                        cancel_requested=result.cancel_requested)
+            self._app.notifier.notify(commit.run_id)
 
     async def ListRunSteps(self, request: pb.ListRunStepsRequest, context) -> pb.ListRunStepsResponse:
         steps = await self._app.call(self._app.runs.list_steps, request.run_id, request.after_step)
@@ -181,3 +218,18 @@ class CanvasStoreServicer(canvas_store_pb2_grpc.CanvasStoreServicer):
         run = await self._app.call(self._app.runs.request_cancel, request.id)
         self._app.notifier.notify(request.id)
         return cv.run_out(run)
+
+
+def _commit_in(request: pb.CommitRunStepRequest) -> RunCommit:
+    return RunCommit(
+        run_id=request.run_id, lease_token=request.lease_token, steps=[cv.step_in(s) for s in request.steps],
+        events=[cv.event_in(e) for e in request.events], status=cv.status_in(request.status, "status"),
+        outputs=from_struct(request.outputs) if request.HasField("outputs") else None,
+        error=cv.error_in(request.error) if request.HasField("error") else None,
+        usage=cv.usage_in(request.usage) if request.HasField("usage") else None,
+    )
+
+
+def _commit_out(result: CommitResult) -> pb.CommitRunStepResponse:
+    return pb.CommitRunStepResponse(first_seq=result.first_seq, last_seq=result.last_seq,
+                                    cancel_requested=result.cancel_requested)

@@ -9,8 +9,10 @@ import grpc
 from agentcanvas.v1 import canvas_store_pb2 as pb
 from agentcanvas.v1 import canvas_store_pb2_grpc
 from agentcanvas.v1 import common_pb2
+from google.rpc import error_details_pb2, status_pb2
 
 from services.canvas_store.app import build_service
+from services.common import status
 from services.common.auth import TokenAuthenticator
 from services.common.bootstrap import start_server
 from services.common.clients import create_channel
@@ -269,3 +271,126 @@ async def test_open_watch_ends_with_unavailable_when_the_store_drains(store, tmp
     finally:
         await channel.close()
         await other.stop(0)
+
+
+# ---- StartRunRecord and CommitRunSteps (fewer RPCs and transactions per run) ------------------------
+
+def _start_request(canvas, request_id: str, holder: str, **extra) -> pb.StartRunRecordRequest:
+    run = pb.RunRecord(canvas_id=canvas.id, revision_id=canvas.head_revision_id)
+    run.spec.CopyFrom(to_struct({"query": "start", "inputs": {"n": 2}}))
+    return pb.StartRunRecordRequest(run=run, request_id=request_id, holder=holder, ttl_ms=60_000, **extra)
+
+
+async def test_start_run_creates_and_leases_in_one_call(store):
+    canvas = await create_canvas(store.alice)
+    key = f"start-{time.time_ns()}"
+    started = await store.alice.StartRunRecord(_start_request(canvas, key, "a", omit_spec=True))
+    assert started.run.status == common_pb2.RUN_STATUS_PENDING and not started.run.HasField("spec")
+    assert started.lease.holder == "a" and started.lease.token == 1 and started.lease.run_id == started.run.id
+    got = await store.alice.GetRunRecord(pb.GetRunRecordRequest(id=started.run.id))
+    assert got.lease.holder == "a" and got.lease.token == 1
+    assert from_struct(got.spec) == {"query": "start", "inputs": {"n": 2}}
+    # The same holder replaying gets the same run and its own lease back; another holder gets no lease.
+    replay = await store.alice.StartRunRecord(_start_request(canvas, key, "a"))
+    assert replay.run.id == started.run.id and replay.lease.token == 1
+    assert from_struct(replay.run.spec) == {"query": "start", "inputs": {"n": 2}}  # omit_spec not asked
+    other = await store.alice.StartRunRecord(_start_request(canvas, key, "b"))
+    assert other.run.id == started.run.id and not other.HasField("lease")
+    await expect_code(store.alice.AcquireRunLease(pb.AcquireRunLeaseRequest(run_id=started.run.id, holder="b")),
+                      grpc.StatusCode.ABORTED)
+    await store.alice.CommitRunStep(pb.CommitRunStepRequest(run_id=started.run.id, lease_token=1,
+                                                            events=_events("workflow_started"), status=RUNNING))
+    # Once the run has started, a replay never leases it (takeover goes through AcquireRunLease).
+    late = await store.alice.StartRunRecord(_start_request(canvas, key, "a"))
+    assert late.run.id == started.run.id and late.run.status == RUNNING and not late.HasField("lease")
+
+
+async def test_start_run_replay_leases_a_run_created_unleased(store):
+    canvas = await create_canvas(store.alice)
+    key = f"start-unleased-{time.time_ns()}"
+    run = pb.RunRecord(canvas_id=canvas.id)
+    run.spec.CopyFrom(to_struct({"query": "other"}))
+    created = await store.alice.CreateRunRecord(pb.CreateRunRecordRequest(run=run, request_id=key))
+    started = await store.alice.StartRunRecord(_start_request(canvas, key, "b", omit_spec=True))
+    assert started.run.id == created.id and started.lease.holder == "b" and started.lease.token == 1
+    # The stored spec differs from the one sent, so it is returned despite omit_spec.
+    assert from_struct(started.run.spec) == {"query": "other"}
+    await store.alice.ReleaseRunLease(pb.ReleaseRunLeaseRequest(run_id=created.id, token=1))
+    again = await store.alice.StartRunRecord(_start_request(canvas, key, "c"))
+    assert again.lease.holder == "c" and again.lease.token == 2  # a new token fences the released one
+
+
+async def test_start_run_validates_like_create_plus_lease(store):
+    canvas = await create_canvas(store.alice)
+    error = await expect_code(store.alice.StartRunRecord(_start_request(canvas, "", "")),
+                              grpc.StatusCode.INVALID_ARGUMENT)
+    assert [v.field for v in status.field_violations(error)] == ["holder"]
+    error = await expect_code(store.alice.StartRunRecord(pb.StartRunRecordRequest(
+        run=pb.RunRecord(canvas_id="0" * 32), holder="a")), grpc.StatusCode.NOT_FOUND)
+    await expect_code(store.carol.StartRunRecord(_start_request(canvas, "", "a")), grpc.StatusCode.NOT_FOUND)
+
+
+def _item_error(result: pb.CommitRunStepResult) -> tuple[int, str, list[str]]:
+    parsed = status_pb2.Status()
+    parsed.ParseFromString(result.status)
+    reason, fields = "", []
+    for detail in parsed.details:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            reason = info.reason
+        elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            bad = error_details_pb2.BadRequest()
+            detail.Unpack(bad)
+            fields = [v.field for v in bad.field_violations]
+    assert parsed.code == result.code
+    return result.code, reason, fields
+
+
+async def test_commit_run_steps_fences_each_item_on_its_own(store):
+    one, two, done = await _new_run(store), await _new_run(store), await _new_run(store)
+    for run in (one, two, done):
+        await store.alice.AcquireRunLease(pb.AcquireRunLeaseRequest(run_id=run.id, holder="a", ttl_ms=60_000))
+    await store.alice.CommitRunStep(pb.CommitRunStepRequest(run_id=done.id, lease_token=1, status=SUCCEEDED,
+                                                            events=_events("end", terminal_last=True)))
+    commits = [
+        pb.CommitRunStepRequest(run_id=two.id, lease_token=1, events=_events("a", "b"), status=RUNNING,
+                                steps=[pb.RunStep(node_id="n1", attempt=1)]),
+        pb.CommitRunStepRequest(run_id=one.id, lease_token=7, events=_events("stale")),
+        pb.CommitRunStepRequest(run_id=one.id, lease_token=1, events=_events("x")),
+        pb.CommitRunStepRequest(run_id=two.id, lease_token=1, events=_events("c")),
+        pb.CommitRunStepRequest(run_id=done.id, lease_token=1, events=_events("late")),
+        pb.CommitRunStepRequest(run_id=one.id, lease_token=1, events=[pb.StoredRunEvent(event_type="t" * 65)]),
+        pb.CommitRunStepRequest(run_id="0" * 32, lease_token=1, events=_events("ghost")),
+    ]
+    reply = await store.alice.CommitRunSteps(pb.CommitRunStepsRequest(commits=commits))
+    results = list(reply.results)
+    assert len(results) == len(commits)
+    assert (results[0].code, results[0].response.first_seq, results[0].response.last_seq) == (0, 1, 2)
+    assert _item_error(results[1])[:2] == (grpc.StatusCode.ABORTED.value[0], "LEASE_LOST")
+    assert (results[2].code, results[2].response.first_seq, results[2].response.last_seq) == (0, 1, 1)
+    assert (results[3].code, results[3].response.first_seq) == (0, 3)  # after item 0 of the same run
+    assert _item_error(results[4])[:2] == (grpc.StatusCode.FAILED_PRECONDITION.value[0], "RUN_FINISHED")
+    code, _, fields = _item_error(results[5])
+    assert code == grpc.StatusCode.INVALID_ARGUMENT.value[0] and fields == ["events[0].event_type"]
+    assert _item_error(results[6])[0] == grpc.StatusCode.NOT_FOUND.value[0]
+    events = await store.alice.ListRunEvents(pb.ListRunEventsRequest(run_id=two.id))
+    assert [(e.seq, e.event_type) for e in events.events] == [(1, "a"), (2, "b"), (3, "c")]
+    events = await store.alice.ListRunEvents(pb.ListRunEventsRequest(run_id=one.id))
+    assert [(e.seq, e.event_type) for e in events.events] == [(1, "x")]
+    steps = await store.alice.ListRunSteps(pb.ListRunStepsRequest(run_id=two.id))
+    assert [(s.step_index, s.node_id) for s in steps.steps] == [(1, "n1")]
+    got = await store.alice.GetRunRecord(pb.GetRunRecordRequest(id=two.id))
+    assert got.status == RUNNING and got.last_seq == 3
+
+
+async def test_commit_run_steps_rejects_an_empty_or_foreign_batch(store):
+    error = await expect_code(store.alice.CommitRunSteps(pb.CommitRunStepsRequest()), grpc.StatusCode.INVALID_ARGUMENT)
+    assert [v.field for v in status.field_violations(error)] == ["commits"]
+    run = await _new_run(store)
+    await store.alice.AcquireRunLease(pb.AcquireRunLeaseRequest(run_id=run.id, holder="a", ttl_ms=60_000))
+    reply = await store.carol.CommitRunSteps(pb.CommitRunStepsRequest(commits=[
+        pb.CommitRunStepRequest(run_id=run.id, lease_token=1, events=_events("intruder"))]))
+    assert reply.results[0].code == grpc.StatusCode.NOT_FOUND.value[0]  # AIP-211: no existence leak
+    events = await store.alice.ListRunEvents(pb.ListRunEventsRequest(run_id=run.id))
+    assert list(events.events) == []

@@ -49,10 +49,10 @@ class RacingStore(GrpcRunStore):
         self._creates = BothArrived()
         self.crash_after_turn = DiesOnce()
 
-    async def create_run(self, record, request_id=""):
+    async def start_run(self, record, request_id, holder, ttl_ms):
         if self.hold_creates:
             await self._creates.arrive()
-        return await super().create_run(record, request_id)
+        return await super().start_run(record, request_id, holder, ttl_ms)
 
     async def append_session_turn(self, session_id, messages, state, etag=""):
         session = await super().append_session_turn(session_id, messages, state, etag)

@@ -16,11 +16,12 @@ from services.canvas_store.core.policy import Action, Caller, Kind, Target, auth
 from services.canvas_store.core.types import (
     CommitResult, Page, RunCommit, RunLease, RunRecord, RunStatus, RunStep, StoredEvent, TenantRole,
 )
-from services.common.errors import InvalidArgumentError, NotFoundError, UnavailableError
+from services.common.errors import AgentCanvasError, InvalidArgumentError, NotFoundError, UnavailableError
 
 MAX_EVENTS_PAGE = 5000
 DEFAULT_EVENTS_PAGE = 500
 MAX_EVENTS_PER_COMMIT = 10_000
+MAX_COMMITS_PER_BATCH = 1000
 MAX_EVENT_TYPE = 64
 MAX_HOLDER = 255
 MAX_EVENT_PAYLOAD = 4 << 20
@@ -38,6 +39,15 @@ class RunService:
         self._max_spec_bytes = max_spec_bytes
 
     def create(self, caller: Caller, run: RunRecord, request_id: str) -> RunRecord:
+        return self._runs.create(self._new_record(caller, run, request_id), request_id)
+
+    def start(self, caller: Caller, run: RunRecord, request_id: str, holder: str,
+              ttl_ms: int) -> tuple[RunRecord, RunLease | None]:
+        """create + the first lease in one transaction (see RunRepository.start for replays)."""
+        holder, ttl_ms = _holder(holder), self._ttl(ttl_ms)
+        return self._runs.start(self._new_record(caller, run, request_id), request_id, holder, ttl_ms)
+
+    def _new_record(self, caller: Caller, run: RunRecord, request_id: str) -> RunRecord:
         validation.request_id(request_id)
         if run.canvas_id:
             validation.resource_id(run.canvas_id, "run.canvas_id")
@@ -61,9 +71,8 @@ class RunService:
         spec_size = len(canonical_json(run.spec or {}))
         if spec_size > self._max_spec_bytes:
             raise InvalidArgumentError.for_field("run.spec", f"is {spec_size} bytes; at most {self._max_spec_bytes}")
-        record = RunRecord(id=new_id(), tenant_id=caller.tenant_id, creator_id=caller.user_id, canvas_id=run.canvas_id,
-                           revision_id=run.revision_id, session_id=run.session_id, spec=run.spec or {})
-        return self._runs.create(record, request_id)
+        return RunRecord(id=new_id(), tenant_id=caller.tenant_id, creator_id=caller.user_id, canvas_id=run.canvas_id,
+                         revision_id=run.revision_id, session_id=run.session_id, spec=run.spec or {})
 
     def get(self, caller: Caller, run_id: str) -> RunRecord:
         validation.resource_id(run_id, "id")
@@ -107,6 +116,31 @@ class RunService:
         self._runs.release(run_id, _token(token), self._check(caller, Action.WRITE_RUN))
 
     def commit(self, caller: Caller, commit: RunCommit) -> CommitResult:
+        self._validate_commit(commit)
+        return self._runs.commit(commit, self._check(caller, Action.WRITE_RUN))
+
+    def commit_many(self, caller: Caller, commits: list[RunCommit]) -> list[CommitResult | AgentCanvasError]:
+        """Every commit in one transaction; an invalid or stale item gets its own error, the others are written."""
+        if not commits:
+            raise InvalidArgumentError.for_field("commits", "is required (at least one commit)")
+        if len(commits) > MAX_COMMITS_PER_BATCH:
+            raise InvalidArgumentError.for_field("commits", f"at most {MAX_COMMITS_PER_BATCH} per call")
+        results: list[CommitResult | AgentCanvasError | None] = [None] * len(commits)
+        valid: list[int] = []
+        for index, commit in enumerate(commits):
+            try:
+                self._validate_commit(commit)
+                valid.append(index)
+            except InvalidArgumentError as exc:
+                results[index] = exc  # field paths are relative to the item
+        if valid:
+            written = self._runs.commit_many([commits[i] for i in valid], self._check(caller, Action.WRITE_RUN))
+            for index, result in zip(valid, written):
+                results[index] = result
+        return results  # type: ignore[return-value]
+
+    @staticmethod
+    def _validate_commit(commit: RunCommit) -> None:
         validation.resource_id(commit.run_id, "run_id")
         _token(commit.lease_token, "lease_token")
         if len(commit.events) > MAX_EVENTS_PER_COMMIT:
@@ -119,7 +153,6 @@ class RunService:
         for index, step in enumerate(commit.steps):
             if len(step.node_id) > 255:
                 raise InvalidArgumentError.for_field(f"steps[{index}].node_id", "longer than 255 characters")
-        return self._runs.commit(commit, self._check(caller, Action.WRITE_RUN))
 
     def list_steps(self, caller: Caller, run_id: str, after_step: int) -> list[RunStep]:
         self.get_summary(caller, run_id)

@@ -82,6 +82,18 @@ class InMemoryRunStore:
             self._requests[request_id] = record.id
         return replace(stored)
 
+    async def start_run(self, record: RunRecord, request_id: str, holder: str,
+                        ttl_ms: int) -> tuple[RunRecord, Lease | None]:
+        created = await self.create_run(record, request_id)
+        run = self._runs[created.id]
+        live = run.lease is not None and run.lease.expire_ms > self._clock()
+        if created.status != RunStatus.PENDING or (live and run.lease.holder != holder):
+            return created, None  # as the real store: only a run not yet started, free or already ours
+        if live:
+            run.lease.expire_ms = self._clock() + ttl_ms
+            return created, replace(run.lease)
+        return created, await self.acquire_lease(created.id, holder, ttl_ms)
+
     @staticmethod
     def _copy(record: RunRecord) -> RunRecord:
         return replace(record, outputs=_plain_copy(record.outputs))

@@ -6,13 +6,16 @@ orchestrator's own service token plus the on-behalf-of header (core.ports.acting
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
 from agentcanvas.v1 import canvas_store_pb2, canvas_store_pb2_grpc, common_pb2, orchestrator_pb2
 
 from services.common import status
+from services.common.errors import AbortedError, FailedPreconditionError
 from services.common.clients import call_timeout
 from services.common.structs import from_struct, to_struct
 from services.orchestrator.adapters.event_proto import from_proto, to_proto
@@ -58,17 +61,77 @@ def _stored_to_event(stored: canvas_store_pb2.StoredRunEvent) -> Event:
     return event
 
 
+def _item_error(result: canvas_store_pb2.CommitRunStepResult) -> Exception:
+    """The domain error of one failed CommitRunSteps item (its status carries the same details as a
+    failed call's trailers, so the one translation in services.common.status applies)."""
+    code = next((c for c in grpc.StatusCode if c.value[0] == result.code), grpc.StatusCode.UNKNOWN)
+    trailers = grpc.aio.Metadata(("grpc-status-details-bin", result.status)) if result.status else grpc.aio.Metadata()
+    return status.from_rpc_error(grpc.aio.AioRpcError(code, grpc.aio.Metadata(), trailers, details=result.message))
+
+
+_IDENTITY_KEYS = ("authorization", "x-agentcanvas-on-behalf-of")
+
+
+@dataclass
+class _CommitLane:
+    """Commits sent under one identity: at most one commit call in flight; what queues meanwhile
+    goes out together as one CommitRunSteps when it returns."""
+
+    key: tuple[tuple[str, str], ...]
+    busy: bool = False
+    queue: list[tuple[canvas_store_pb2.CommitRunStepRequest, asyncio.Future]] = field(default_factory=list)
+    task: asyncio.Task | None = None
+
+
 class GrpcRunStore(PeerClient):
     stub_class = canvas_store_pb2_grpc.CanvasStoreStub
 
     def __init__(self, target: str, *, own_token: TokenSource = None, timeout_s: float = 10.0):
         super().__init__(target, own_token=own_token, timeout_s=timeout_s)
+        # False once the store answered UNIMPLEMENTED (an older store): the single-purpose RPCs are used.
+        self._has_start = True
+        self._has_batch = True
+        self._lanes: dict[tuple[tuple[str, str], ...], _CommitLane] = {}
+        self.calls: dict[str, int] = {}  # RPCs sent by method (for benchmarks and tests)
 
-    async def _call(self, method: str, request: Any) -> Any:
+    async def _call(self, method: str, request: Any, metadata: Any = None) -> Any:
+        self.calls[method] = self.calls.get(method, 0) + 1
         try:
-            return await getattr(self._stub, method)(request, metadata=self._metadata(), timeout=call_timeout(self._timeout))
+            return await getattr(self._stub, method)(request, metadata=metadata or self._metadata(),
+                                                     timeout=call_timeout(self._timeout))
         except grpc.aio.AioRpcError as exc:
             raise status.from_rpc_error(exc) from None
+
+    async def _call_newer(self, method: str, request: Any, metadata: Any = None) -> Any | None:
+        """_call for an RPC an older store may lack: None when it answers UNIMPLEMENTED."""
+        self.calls[method] = self.calls.get(method, 0) + 1
+        try:
+            return await getattr(self._stub, method)(request, metadata=metadata or self._metadata(),
+                                                     timeout=call_timeout(self._timeout))
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+                return None
+            raise status.from_rpc_error(exc) from None
+
+    async def start_run(self, record: RunRecord, request_id: str, holder: str, ttl_ms: int) -> tuple[RunRecord, Lease | None]:
+        if self._has_start:
+            proto = canvas_store_pb2.RunRecord(canvas_id=record.canvas_id, revision_id=record.revision_id,
+                                               session_id=record.session_id, spec=to_struct(record.spec))
+            reply = await self._call_newer("StartRunRecord", canvas_store_pb2.StartRunRecordRequest(
+                run=proto, request_id=request_id, holder=holder, ttl_ms=ttl_ms, omit_spec=True))
+            if reply is not None:
+                result = _record_from_proto(reply.run)
+                if not reply.run.HasField("spec"):
+                    result.spec = record.spec  # omitted because it is the one we sent
+                return result, _lease_from_proto(reply.lease) if reply.HasField("lease") else None
+            self._has_start = False
+        created = await self.create_run(record, request_id)
+        if created.status != RunStatus.PENDING:
+            return created, None  # a replay of a run already under way: it is taken over, not started
+        try:
+            return created, await self.acquire_lease(created.id, holder, ttl_ms)
+        except (AbortedError, FailedPreconditionError):
+            return created, None
 
     async def create_run(self, record: RunRecord, request_id: str = "") -> RunRecord:
         proto = canvas_store_pb2.RunRecord(id=record.id, canvas_id=record.canvas_id, revision_id=record.revision_id,
@@ -119,10 +182,69 @@ class GrpcRunStore(PeerClient):
             request.error.CopyFrom(common_pb2.ErrorDetail(reason=error.reason, message=error.message, component_id=error.component_id))
         if usage is not None:
             request.usage.CopyFrom(_usage_to_proto(usage))
-        reply = await self._call("CommitRunStep", request)
+        reply = await self._commit_coalesced(request)
         for offset, event in enumerate(events):
             event.seq = reply.first_seq + offset
         return CommitResult(reply.first_seq, reply.last_seq, reply.cancel_requested)
+
+    async def _commit_coalesced(self, request: canvas_store_pb2.CommitRunStepRequest) -> canvas_store_pb2.CommitRunStepResponse:
+        """Send at once when no commit of this identity is in flight; else wait for it and go out with
+        everything else that queued meanwhile, as one CommitRunSteps (one store transaction)."""
+        metadata = self._metadata()
+        # Lanes are per identity only: the store authorises a batch as one caller. Per-run metadata
+        # (traceparent, x-request-id) goes with a commit sent alone, not with a batch of many runs.
+        identity = [(k, v) for k, v in metadata if k in _IDENTITY_KEYS]
+        key = tuple(identity)
+        lane = self._lanes.get(key)
+        if lane is None:
+            lane = self._lanes[key] = _CommitLane(key)
+        if not lane.busy:
+            lane.busy = True
+            try:
+                return await self._call("CommitRunStep", request, metadata)
+            finally:
+                self._next_batch(lane, identity)
+        future: asyncio.Future = asyncio.get_running_loop().create_future()
+        lane.queue.append((request, future))
+        return await future
+
+    def _next_batch(self, lane: _CommitLane, metadata: list[tuple[str, str]]) -> None:
+        if not lane.queue:
+            lane.busy = False
+            self._lanes.pop(lane.key, None)  # idle: a later commit starts a fresh lane
+            return
+        batch, lane.queue = lane.queue, []
+        lane.task = asyncio.get_running_loop().create_task(self._send_batch(lane, batch, metadata))
+
+    async def _send_batch(self, lane: _CommitLane, batch: list[tuple[Any, asyncio.Future]],
+                          metadata: list[tuple[str, str]]) -> None:
+        try:
+            replies: list[Any] = []
+            if len(batch) > 1 and self._has_batch:
+                reply = await self._call_newer("CommitRunSteps", canvas_store_pb2.CommitRunStepsRequest(
+                    commits=[request for request, _ in batch]), metadata)
+                if reply is None:
+                    self._has_batch = False
+                else:
+                    replies = [r.response if r.code == 0 else _item_error(r) for r in reply.results]
+            if not replies:  # one commit, or an older store: each on its own, concurrently
+                replies = await asyncio.gather(*(self._call("CommitRunStep", request, metadata) for request, _ in batch),
+                                               return_exceptions=True)
+            for (_, future), outcome in zip(batch, replies):
+                if future.done():
+                    continue  # its waiter was cancelled
+                if isinstance(outcome, BaseException):
+                    future.set_exception(outcome)
+                else:
+                    future.set_result(outcome)
+        except BaseException as exc:  # the whole call failed (UNAVAILABLE, deadline, ...): every item did
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(exc if isinstance(exc, Exception) else AbortedError("commit interrupted"))
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            self._next_batch(lane, metadata)
 
     async def list_steps(self, run_id: str, after_step: int = 0) -> list[Step]:
         reply = await self._call("ListRunSteps", canvas_store_pb2.ListRunStepsRequest(run_id=run_id, after_step=after_step))

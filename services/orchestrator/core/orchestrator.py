@@ -77,6 +77,7 @@ class Orchestrator:
         self._cancels: dict[str, asyncio.Event] = {}
         self._leases: dict[str, int] = {}
         self._feeds: dict[str, RunFeed] = {}
+        self._claiming: set[str] = set()  # runs between their lease and their task (see _claim)
         self._reaper: asyncio.Task | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -186,13 +187,19 @@ class Orchestrator:
             telemetry.ADMISSION_REJECTED.inc()
             raise
         try:
-            created = await self.store.create_run(record, key)
+            # The record and its first lease in one store call: a fresh run needs no AcquireRunLease.
+            created, lease = await self.store.start_run(record, key, self.settings.holder, self.settings.lease_ttl_ms)
         except BaseException:
             await self.admission.release(tenant_id, record.id)
             raise
         if previous is not None and created.spec.get("resume_claim") != spec["resume_claim"]:
             if not (request.request_id and created.spec.get("request_id") == request.request_id):
                 await self.admission.release(tenant_id, record.id)
+                if lease is not None:  # we hold the concurrent turn's lease (it was still free): drive it
+                    try:
+                        await self._claim(created, None, lease)
+                    except AgentCanvasError as exc:  # the lease lapses and a takeover drives it
+                        logger.warning("run %s: not claimed: %s", created.id, exc.message)
                 raise AbortedError(
                     f"run {previous.id} was already resumed by run {created.id} (a concurrent turn); this "
                     "turn was not applied: follow that run, then send the message again",
@@ -207,7 +214,7 @@ class Orchestrator:
             # The store names the run; it is the one made from this request (not an earlier run of
             # the same request_id) when its spec is ours, and then the canvas loaded above is its canvas.
             ours = created.spec is spec or created.spec == spec
-            if not await self._claim(created, canvas if ours else None):
+            if lease is None or not await self._claim(created, canvas if ours else None, lease):
                 self.admission.forget(created.id)  # not ours to renew: whoever claims it adopts it
         return created
 
@@ -283,13 +290,20 @@ class Orchestrator:
         return await self.store.get_run(run_id)
 
     # -- execution and takeover -----------------------------------------------------------------
-    async def _claim(self, record: RunRecord, canvas=None) -> bool:
+    async def _claim(self, record: RunRecord, canvas=None, lease=None) -> bool:
+        if lease is None:
+            try:
+                lease = await self.store.acquire_lease(record.id, self.settings.holder, self.settings.lease_ttl_ms)
+            except (AbortedError, FailedPreconditionError):
+                return False  # another replica holds it, or it already ended
+        elif record.id in self._runs or record.id in self._claiming:
+            return False  # the lease start_run handed back is this replica's own: the run is driven here already
+        self._claiming.add(record.id)  # no await between the check above and this
         try:
-            lease = await self.store.acquire_lease(record.id, self.settings.holder, self.settings.lease_ttl_ms)
-        except (AbortedError, FailedPreconditionError):
-            return False  # another replica holds it, or it already ended
-        full = record if record.spec.get("dsl") else await self.store.get_run(record.id)
-        await self.admission.adopt(full.tenant_id, full.id)
+            full = record if record.spec.get("dsl") else await self.store.get_run(record.id)
+            await self.admission.adopt(full.tenant_id, full.id)
+        finally:
+            self._claiming.discard(record.id)
         cancel = asyncio.Event()
         feed = RunFeed()
         task = asyncio.create_task(self._drive(full, lease, cancel, canvas, feed))

@@ -132,6 +132,13 @@ class RunStore(Protocol):
 
     async def create_run(self, record: RunRecord, request_id: str = "") -> RunRecord: ...
 
+    async def start_run(self, record: RunRecord, request_id: str, holder: str,
+                        ttl_ms: int) -> tuple[RunRecord, Lease | None]:
+        """create_run plus the run's first lease for `holder` (one store transaction where the store
+        offers it). The lease is None when the run (of an earlier request with this request_id) has
+        already started, ended, or is leased live by another holder: then it is not ours to start."""
+        ...
+
     async def get_run(self, run_id: str) -> RunRecord: ...
 
     async def list_orphaned_runs(self, limit: int = 20) -> list[RunRecord]:
@@ -159,6 +166,7 @@ class RunStore(Protocol):
         usage: Usage | None = None,
     ) -> CommitResult:
         """Atomically append steps and events (assigning consecutive seqs, written into the events).
+        Adapters may group commits of concurrent runs into one store call; each stays fenced on its own.
 
         Raises AbortedError when `lease_token` is not the current lease (fencing)."""
         ...

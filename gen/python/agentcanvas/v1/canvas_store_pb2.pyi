@@ -469,6 +469,28 @@ class CreateRunRecordRequest(_message.Message):
     request_id: str
     def __init__(self, run: _Optional[_Union[RunRecord, _Mapping]] = ..., request_id: _Optional[str] = ...) -> None: ...
 
+class StartRunRecordRequest(_message.Message):
+    __slots__ = ("run", "request_id", "holder", "ttl_ms", "omit_spec")
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    HOLDER_FIELD_NUMBER: _ClassVar[int]
+    TTL_MS_FIELD_NUMBER: _ClassVar[int]
+    OMIT_SPEC_FIELD_NUMBER: _ClassVar[int]
+    run: RunRecord
+    request_id: str
+    holder: str
+    ttl_ms: int
+    omit_spec: bool
+    def __init__(self, run: _Optional[_Union[RunRecord, _Mapping]] = ..., request_id: _Optional[str] = ..., holder: _Optional[str] = ..., ttl_ms: _Optional[int] = ..., omit_spec: _Optional[bool] = ...) -> None: ...
+
+class StartRunRecordResponse(_message.Message):
+    __slots__ = ("run", "lease")
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    run: RunRecord
+    lease: RunLease
+    def __init__(self, run: _Optional[_Union[RunRecord, _Mapping]] = ..., lease: _Optional[_Union[RunLease, _Mapping]] = ...) -> None: ...
+
 class GetRunRecordRequest(_message.Message):
     __slots__ = ("id",)
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -560,6 +582,30 @@ class CommitRunStepResponse(_message.Message):
     last_seq: int
     cancel_requested: bool
     def __init__(self, first_seq: _Optional[int] = ..., last_seq: _Optional[int] = ..., cancel_requested: _Optional[bool] = ...) -> None: ...
+
+class CommitRunStepsRequest(_message.Message):
+    __slots__ = ("commits",)
+    COMMITS_FIELD_NUMBER: _ClassVar[int]
+    commits: _containers.RepeatedCompositeFieldContainer[CommitRunStepRequest]
+    def __init__(self, commits: _Optional[_Iterable[_Union[CommitRunStepRequest, _Mapping]]] = ...) -> None: ...
+
+class CommitRunStepResult(_message.Message):
+    __slots__ = ("code", "message", "status", "response")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    status: bytes
+    response: CommitRunStepResponse
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., status: _Optional[bytes] = ..., response: _Optional[_Union[CommitRunStepResponse, _Mapping]] = ...) -> None: ...
+
+class CommitRunStepsResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[CommitRunStepResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[CommitRunStepResult, _Mapping]]] = ...) -> None: ...
 
 class ListRunStepsRequest(_message.Message):
     __slots__ = ("run_id", "after_step")

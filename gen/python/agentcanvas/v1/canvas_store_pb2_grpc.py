@@ -135,6 +135,11 @@ class CanvasStoreStub:
                 request_serializer=agentcanvas_dot_v1_dot_canvas__store__pb2.CreateRunRecordRequest.SerializeToString,
                 response_deserializer=agentcanvas_dot_v1_dot_canvas__store__pb2.RunRecord.FromString,
                 _registered_method=True)
+        self.StartRunRecord = channel.unary_unary(
+                '/agentcanvas.v1.CanvasStore/StartRunRecord',
+                request_serializer=agentcanvas_dot_v1_dot_canvas__store__pb2.StartRunRecordRequest.SerializeToString,
+                response_deserializer=agentcanvas_dot_v1_dot_canvas__store__pb2.StartRunRecordResponse.FromString,
+                _registered_method=True)
         self.GetRunRecord = channel.unary_unary(
                 '/agentcanvas.v1.CanvasStore/GetRunRecord',
                 request_serializer=agentcanvas_dot_v1_dot_canvas__store__pb2.GetRunRecordRequest.SerializeToString,
@@ -164,6 +169,11 @@ class CanvasStoreStub:
                 '/agentcanvas.v1.CanvasStore/CommitRunStep',
                 request_serializer=agentcanvas_dot_v1_dot_canvas__store__pb2.CommitRunStepRequest.SerializeToString,
                 response_deserializer=agentcanvas_dot_v1_dot_canvas__store__pb2.CommitRunStepResponse.FromString,
+                _registered_method=True)
+        self.CommitRunSteps = channel.unary_unary(
+                '/agentcanvas.v1.CanvasStore/CommitRunSteps',
+                request_serializer=agentcanvas_dot_v1_dot_canvas__store__pb2.CommitRunStepsRequest.SerializeToString,
+                response_deserializer=agentcanvas_dot_v1_dot_canvas__store__pb2.CommitRunStepsResponse.FromString,
                 _registered_method=True)
         self.ListRunSteps = channel.unary_unary(
                 '/agentcanvas.v1.CanvasStore/ListRunSteps',
@@ -334,6 +344,13 @@ class CanvasStoreServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StartRunRecord(self, request, context):
+        """CreateRunRecord and the run's first AcquireRunLease in one transaction.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetRunRecord(self, request, context):
         """Returns one run record, including its lease and cancel flag.
         """
@@ -372,6 +389,14 @@ class CanvasStoreServicer:
     def CommitRunStep(self, request, context):
         """Atomically appends journal steps and events (assigning seq) and updates the run's status.
         Fenced by the lease: a caller that no longer holds the lease gets ABORTED and nothing is written.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CommitRunSteps(self, request, context):
+        """Several commits (of any runs) in ONE transaction; each item is lease-fenced on its own and
+        answered with its own status, so one stale lease does not fail the others.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -508,6 +533,11 @@ def add_CanvasStoreServicer_to_server(servicer, server):
                     request_deserializer=agentcanvas_dot_v1_dot_canvas__store__pb2.CreateRunRecordRequest.FromString,
                     response_serializer=agentcanvas_dot_v1_dot_canvas__store__pb2.RunRecord.SerializeToString,
             ),
+            'StartRunRecord': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartRunRecord,
+                    request_deserializer=agentcanvas_dot_v1_dot_canvas__store__pb2.StartRunRecordRequest.FromString,
+                    response_serializer=agentcanvas_dot_v1_dot_canvas__store__pb2.StartRunRecordResponse.SerializeToString,
+            ),
             'GetRunRecord': grpc.unary_unary_rpc_method_handler(
                     servicer.GetRunRecord,
                     request_deserializer=agentcanvas_dot_v1_dot_canvas__store__pb2.GetRunRecordRequest.FromString,
@@ -537,6 +567,11 @@ def add_CanvasStoreServicer_to_server(servicer, server):
                     servicer.CommitRunStep,
                     request_deserializer=agentcanvas_dot_v1_dot_canvas__store__pb2.CommitRunStepRequest.FromString,
                     response_serializer=agentcanvas_dot_v1_dot_canvas__store__pb2.CommitRunStepResponse.SerializeToString,
+            ),
+            'CommitRunSteps': grpc.unary_unary_rpc_method_handler(
+                    servicer.CommitRunSteps,
+                    request_deserializer=agentcanvas_dot_v1_dot_canvas__store__pb2.CommitRunStepsRequest.FromString,
+                    response_serializer=agentcanvas_dot_v1_dot_canvas__store__pb2.CommitRunStepsResponse.SerializeToString,
             ),
             'ListRunSteps': grpc.unary_unary_rpc_method_handler(
                     servicer.ListRunSteps,
@@ -1111,6 +1146,33 @@ class CanvasStore:
             _registered_method=True)
 
     @staticmethod
+    def StartRunRecord(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentcanvas.v1.CanvasStore/StartRunRecord',
+            agentcanvas_dot_v1_dot_canvas__store__pb2.StartRunRecordRequest.SerializeToString,
+            agentcanvas_dot_v1_dot_canvas__store__pb2.StartRunRecordResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def GetRunRecord(request,
             target,
             options=(),
@@ -1262,6 +1324,33 @@ class CanvasStore:
             '/agentcanvas.v1.CanvasStore/CommitRunStep',
             agentcanvas_dot_v1_dot_canvas__store__pb2.CommitRunStepRequest.SerializeToString,
             agentcanvas_dot_v1_dot_canvas__store__pb2.CommitRunStepResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CommitRunSteps(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentcanvas.v1.CanvasStore/CommitRunSteps',
+            agentcanvas_dot_v1_dot_canvas__store__pb2.CommitRunStepsRequest.SerializeToString,
+            agentcanvas_dot_v1_dot_canvas__store__pb2.CommitRunStepsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -22,7 +22,9 @@ from services.canvas_store.core.policy import Kind, Target
 from services.canvas_store.core.types import (
     CommitResult, RunCommit, RunLease, RunRecord, RunStatus, RunStep, StoredEvent,
 )
-from services.common.errors import AbortedError, FailedPreconditionError, NotFoundError
+from services.common.errors import (
+    AbortedError, AgentCanvasError, FailedPreconditionError, NotFoundError, PermissionDeniedError,
+)
 
 Check = Callable[[Target], None]
 
@@ -81,15 +83,25 @@ class RunRepository:
 
     def create(self, run: RunRecord, request_id: str) -> RunRecord:
         """Insert the run; a replayed request_id returns the original, also when two retries race."""
+        return self._retrying(lambda: self._create_once(run, request_id, None)[0], request_id)
+
+    def start(self, run: RunRecord, request_id: str, holder: str, ttl_ms: int) -> tuple[RunRecord, RunLease | None]:
+        """create + the first lease for `holder` in one transaction. A replay leases the existing run only
+        while it has not started (PENDING) and is free or already `holder`'s; otherwise no lease."""
+        return self._retrying(lambda: self._create_once(run, request_id, (holder, ttl_ms)), request_id)
+
+    @staticmethod
+    def _retrying(attempt_once: Callable[[], Any], request_id: str) -> Any:
         for attempt in range(3):
             try:
-                return self._create_once(run, request_id)
-            except AbortedError:
-                if not request_id or attempt == 2:
+                return attempt_once()
+            except AbortedError as exc:
+                if not request_id or attempt == 2 or exc.reason == "IDEMPOTENT_RESOURCE_GONE":
                     raise
         raise AssertionError("unreachable")
 
-    def _create_once(self, run: RunRecord, request_id: str) -> RunRecord:
+    def _create_once(self, run: RunRecord, request_id: str,
+                     lease_for: tuple[str, int] | None) -> tuple[RunRecord, RunLease | None]:
         now = now_ms()
         with self._db.write() as conn:
             if request_id:
@@ -97,22 +109,52 @@ class RunRepository:
                     idempotency_keys.c.tenant_id == run.tenant_id, idempotency_keys.c.scope == "run",
                     idempotency_keys.c.request_id == request_id)).scalar()
                 if existing:
-                    row = conn.execute(sa.select(runs).where(runs.c.id == existing)).first()
-                    if row is not None:
-                        return run_from_row(row)
-                    raise AbortedError("the run created by this request_id is gone; use a new request_id",
-                                       reason="IDEMPOTENT_RESOURCE_GONE")
+                    query = sa.select(runs).where(runs.c.id == existing)
+                    if lease_for and conn.dialect.name != "sqlite":
+                        query = query.with_for_update()  # the replay may lease it: lock as acquire does
+                    row = conn.execute(query).first()
+                    if row is None:
+                        raise AbortedError("the run created by this request_id is gone; use a new request_id",
+                                           reason="IDEMPOTENT_RESOURCE_GONE")
+                    found = run_from_row(row)
+                    return found, self._replay_lease(conn, row, found, lease_for, now)
+            lease = None
+            lease_values: dict[str, Any] = dict(lease_holder="", lease_token=0, lease_expire_time=0)
+            if lease_for:
+                lease = RunLease(run.id, lease_for[0], 1, now + lease_for[1], False)
+                lease_values = dict(lease_holder=lease.holder, lease_token=1, lease_expire_time=lease.expire_time_ms)
             conn.execute(sa.insert(runs).values(
                 id=run.id, tenant_id=run.tenant_id, creator_id=run.creator_id, canvas_id=run.canvas_id,
                 revision_id=run.revision_id, session_id=run.session_id, status=RunStatus.PENDING.value,
                 spec=run.spec or {}, outputs=None, error=None, usage=None, last_seq=0, step_count=0,
-                cancel_requested=False, lease_holder="", lease_token=0, lease_expire_time=0,
-                create_time=now, update_time=now))
+                cancel_requested=False, create_time=now, update_time=now, **lease_values))
             if request_id:
                 conn.execute(sa.insert(idempotency_keys).values(
                     tenant_id=run.tenant_id, scope="run", request_id=request_id, resource_id=run.id, create_time=now))
-        run.status, run.create_time_ms, run.update_time_ms = RunStatus.PENDING, now, now
-        return run
+        run.status, run.create_time_ms, run.update_time_ms, run.lease = RunStatus.PENDING, now, now, lease
+        return run, lease
+
+    @staticmethod
+    def _replay_lease(conn: Connection, row: Any, found: RunRecord, lease_for: tuple[str, int] | None,
+                      now: int) -> RunLease | None:
+        if lease_for is None or found.status is not RunStatus.PENDING:
+            return None
+        holder, ttl_ms = lease_for
+        m = row._mapping
+        live = bool(m["lease_holder"]) and m["lease_expire_time"] >= now
+        if live and m["lease_holder"] != holder:
+            return None  # another replica's live lease: the caller takes the normal path
+        # The same holder's live lease is extended (as a renewal would); otherwise a new token fences
+        # out whoever held it before.
+        token = m["lease_token"] if live else m["lease_token"] + 1
+        expire = now + ttl_ms
+        result = conn.execute(sa.update(runs).where(runs.c.id == found.id, runs.c.lease_token == m["lease_token"])
+                              .values(lease_holder=holder, lease_token=token, lease_expire_time=expire))
+        if result.rowcount != 1:
+            return None  # leased concurrently
+        lease = RunLease(found.id, holder, token, expire, bool(m["cancel_requested"]))
+        found.lease = lease
+        return lease
 
     def get(self, run_id: str, *, with_spec: bool = True) -> RunRecord | None:
         with self._db.read() as conn:
@@ -188,39 +230,57 @@ class RunRepository:
 
     def commit(self, commit: RunCommit, check: Check) -> CommitResult:
         """One transaction: fence on the lease token, append steps and events, update the run."""
+        with self._db.write() as conn:
+            return self._commit_in(conn, commit, check, now_ms())
+
+    def commit_many(self, commits: list[RunCommit], check: Check) -> list[CommitResult | AgentCanvasError]:
+        """All commits in ONE transaction, each fenced on its own: an item whose checks fail gets its
+        error (and writes nothing, since every check precedes that item's writes) without failing the
+        others. Rows are locked in run-id order so two concurrent batches cannot deadlock; items of
+        the same run keep their request order."""
+        results: list[CommitResult | AgentCanvasError] = [None] * len(commits)  # type: ignore[list-item]
+        order = sorted(range(len(commits)), key=lambda i: commits[i].run_id)
         now = now_ms()
         with self._db.write() as conn:
-            facts = self._locked_facts(conn, commit.run_id, check)
-            if facts.lease_token != commit.lease_token or not facts.lease_holder:
-                raise _lease_lost(commit.run_id, commit.lease_token)
-            if facts.status in _FINAL:
-                raise FailedPreconditionError(f"run {commit.run_id!r} is already {facts.status}",
-                                              reason="RUN_FINISHED")
-            first_seq = facts.last_seq + 1
-            last_seq = facts.last_seq + len(commit.events)
-            step_base = facts.step_count
-            values: dict[str, Any] = dict(last_seq=last_seq, step_count=step_base + len(commit.steps), update_time=now)
-            if commit.status is not None:
-                values["status"] = commit.status.value
-            if commit.outputs is not None:
-                values["outputs"] = commit.outputs
-            if commit.error is not None:
-                values["error"] = commit.error
-            if commit.usage is not None:
-                values["usage"] = commit.usage
-            result = conn.execute(_FENCED_UPDATE, {"b_id": commit.run_id, "b_token": commit.lease_token, **values})
-            if result.rowcount != 1:
-                raise _lease_lost(commit.run_id, commit.lease_token)
-            if commit.steps:
-                conn.execute(_INSERT_STEPS, [
-                    {"run_id": commit.run_id, "step_index": step_base + offset + 1, "node_id": step.node_id,
-                     "attempt": step.attempt, "state": step.state, "create_time": now}
-                    for offset, step in enumerate(commit.steps)])
-            if commit.events:
-                conn.execute(_INSERT_EVENTS, [
-                    {"run_id": commit.run_id, "seq": first_seq + offset, "event_type": event.event_type,
-                     "payload": event.payload, "terminal": event.terminal, "create_time": now}
-                    for offset, event in enumerate(commit.events)])
+            for index in order:
+                try:
+                    results[index] = self._commit_in(conn, commits[index], check, now)
+                except (AbortedError, FailedPreconditionError, NotFoundError, PermissionDeniedError) as exc:
+                    results[index] = exc
+        return results
+
+    def _commit_in(self, conn: Connection, commit: RunCommit, check: Check, now: int) -> CommitResult:
+        facts = self._locked_facts(conn, commit.run_id, check)
+        if facts.lease_token != commit.lease_token or not facts.lease_holder:
+            raise _lease_lost(commit.run_id, commit.lease_token)
+        if facts.status in _FINAL:
+            raise FailedPreconditionError(f"run {commit.run_id!r} is already {facts.status}",
+                                          reason="RUN_FINISHED")
+        first_seq = facts.last_seq + 1
+        last_seq = facts.last_seq + len(commit.events)
+        step_base = facts.step_count
+        values: dict[str, Any] = dict(last_seq=last_seq, step_count=step_base + len(commit.steps), update_time=now)
+        if commit.status is not None:
+            values["status"] = commit.status.value
+        if commit.outputs is not None:
+            values["outputs"] = commit.outputs
+        if commit.error is not None:
+            values["error"] = commit.error
+        if commit.usage is not None:
+            values["usage"] = commit.usage
+        result = conn.execute(_FENCED_UPDATE, {"b_id": commit.run_id, "b_token": commit.lease_token, **values})
+        if result.rowcount != 1:
+            raise _lease_lost(commit.run_id, commit.lease_token)
+        if commit.steps:
+            conn.execute(_INSERT_STEPS, [
+                {"run_id": commit.run_id, "step_index": step_base + offset + 1, "node_id": step.node_id,
+                 "attempt": step.attempt, "state": step.state, "create_time": now}
+                for offset, step in enumerate(commit.steps)])
+        if commit.events:
+            conn.execute(_INSERT_EVENTS, [
+                {"run_id": commit.run_id, "seq": first_seq + offset, "event_type": event.event_type,
+                 "payload": event.payload, "terminal": event.terminal, "create_time": now}
+                for offset, event in enumerate(commit.events)])
         return CommitResult(first_seq if commit.events else 0, last_seq, bool(facts.cancel_requested))
 
     def list_steps(self, run_id: str, after_step: int) -> list[RunStep]:
