@@ -187,13 +187,13 @@ class Execution:
             else:
                 self._close_stream(node.id, outcome, None, "")
             if failure is not None and failure.component_id == node.id:
-                events.append(self._finished_event(node.id, result, outcome, scope))
+                events.append(self._finished_event(node.id, result, outcome))
                 steps.append(Step(node.id, {"key": self._key(scope, node.id), "failed": True}, result.attempt))
                 continue
             step = frontier.complete(node.id, taken, exception=exception)
             self.last_node = node.id
             snapshot = json_copy(self.state.outputs.get(node.id, {}))  # shared by step and event
-            events.append(self._finished_event(node.id, result, outcome, scope, snapshot))
+            events.append(self._finished_event(node.id, result, outcome, snapshot))
             for skipped, cause in step.skipped:
                 events.append(ev.Event(ev.NODE_SKIPPED, {
                     "component_id": skipped, "component_type": self.canvas.nodes[skipped].type,
@@ -241,7 +241,7 @@ class Execution:
         else:
             stream.close()
 
-    def _finished_event(self, node_id: str, result: NodeResult, outcome: Outcome, scope: str,
+    def _finished_event(self, node_id: str, result: NodeResult, outcome: Outcome,
                         outputs: dict[str, Any] | None = None) -> ev.Event:
         node = self.canvas.nodes[node_id]
         data: dict[str, Any] = {
