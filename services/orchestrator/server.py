@@ -107,6 +107,8 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
         run_request = RunRequest(
             canvas_id=request.canvas_id, revision_id=request.revision_id,
             dsl=from_struct(request.dsl) if source == "dsl" else None, query=request.query,
+            # deterministic: map keys sorted, so one DSL always encodes to the same bytes
+            dsl_key=request.dsl.SerializeToString(deterministic=True) if source == "dsl" else b"",
             inputs=from_struct(request.inputs), session_id=request.session_id, user_id=request.user_id,
             request_id=request.request_id, resume_run_id=request.resume_run_id,
             files=[InputFileData(f.name, f.mime_type, f.content, f.url) for f in request.files],
