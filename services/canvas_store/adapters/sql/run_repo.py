@@ -40,6 +40,10 @@ _FACTS_LOCKED = _FACTS.with_for_update()
 _FENCED_UPDATE = sa.update(runs).where(runs.c.id == sa.bindparam("b_id"), runs.c.lease_token == sa.bindparam("b_token"))
 _INSERT_STEPS = sa.insert(run_steps)
 _INSERT_EVENTS = sa.insert(run_events)
+# Built once and given their values at execute time: `.values(**row)` per call coerces every value
+# into a new statement (a measurable share of StartRunRecord's CPU).
+_INSERT_RUN = sa.insert(runs)
+_INSERT_KEY = sa.insert(idempotency_keys)
 _STATUS = sa.select(runs.c.status).where(runs.c.id == sa.bindparam("b_id"))
 _EVENTS_AFTER = (sa.select(run_events).where(run_events.c.run_id == sa.bindparam("b_id"),
                                              run_events.c.seq > sa.bindparam("b_after"))
@@ -123,13 +127,13 @@ class RunRepository:
             if lease_for:
                 lease = RunLease(run.id, lease_for[0], 1, now + lease_for[1], False)
                 lease_values = dict(lease_holder=lease.holder, lease_token=1, lease_expire_time=lease.expire_time_ms)
-            conn.execute(sa.insert(runs).values(
+            conn.execute(_INSERT_RUN, dict(
                 id=run.id, tenant_id=run.tenant_id, creator_id=run.creator_id, canvas_id=run.canvas_id,
                 revision_id=run.revision_id, session_id=run.session_id, status=RunStatus.PENDING.value,
                 spec=run.spec or {}, outputs=None, error=None, usage=None, last_seq=0, step_count=0,
                 cancel_requested=False, create_time=now, update_time=now, **lease_values))
             if request_id:
-                conn.execute(sa.insert(idempotency_keys).values(
+                conn.execute(_INSERT_KEY, dict(
                     tenant_id=run.tenant_id, scope="run", request_id=request_id, resource_id=run.id, create_time=now))
         run.status, run.create_time_ms, run.update_time_ms, run.lease = RunStatus.PENDING, now, now, lease
         return run, lease
