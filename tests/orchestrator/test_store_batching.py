@@ -97,6 +97,24 @@ async def test_start_run_is_one_call_and_keeps_the_sent_spec(stores):
         await store.close()
 
 
+async def test_runs_sharing_one_dsl_store_it_whole_with_their_own_spec(stores):
+    """The DSL's encoding is reused for the runs of one loaded canvas; the rest of each spec is its own."""
+    store = GrpcRunStore(stores[0], own_token="t-svc")
+    shared = {"components": {"begin": {"obj": {"component_name": "Begin", "params": {"prologue": "hi"}}}}, "globals": {}}
+    other = {"components": {"begin": {"obj": {"component_name": "Begin", "params": {"prologue": "other"}}}}}
+    try:
+        ids = []
+        for query, document in (("one", shared), ("two", shared), ("three", other)):
+            created, _ = await store.start_run(RunRecord(id="", spec={"dsl": document, "query": query}), "",
+                                               "replica-a", 60_000)
+            ids.append(created.id)
+        specs = [(await store.get_run(run_id)).spec for run_id in ids]
+        assert specs == [{"dsl": shared, "query": "one"}, {"dsl": shared, "query": "two"},
+                         {"dsl": other, "query": "three"}]
+    finally:
+        await store.close()
+
+
 async def test_commits_queued_behind_one_in_flight_go_out_as_one_batch(stores):
     store = GrpcRunStore(stores[0], own_token="t-svc")
     try:

@@ -7,6 +7,7 @@ orchestrator's own service token plus the on-behalf-of header (core.ports.acting
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,9 @@ from services.orchestrator.core.events import Event
 from services.orchestrator.core.ports import (
     CommitResult, Lease, RunError, RunRecord, RunStatus, Session, Step, Usage,
 )
+
+
+DSL_STRUCTS = 128  # as many as the orchestrator keeps loaded canvases
 
 
 def _usage_to_proto(usage: Usage) -> common_pb2.TokenUsage:
@@ -93,6 +97,26 @@ class GrpcRunStore(PeerClient):
         self._has_batch = True
         self._lanes: dict[tuple[tuple[str, str], ...], _CommitLane] = {}
         self.calls: dict[str, int] = {}  # RPCs sent by method (for benchmarks and tests)
+        # The DSL's Struct by the identity of the DSL dict: runs of one inline canvas share its
+        # loaded DSL (core/orchestrator.py, read-only once loaded), so it is encoded once, not per run.
+        # Each entry holds its dict, which keeps the id from being reused while it is cached.
+        self._dsl_structs: OrderedDict[int, tuple[dict, Any]] = OrderedDict()
+
+    def _spec_struct(self, spec: dict[str, Any]) -> Any:
+        dsl = spec.get("dsl")
+        if not isinstance(dsl, dict):
+            return to_struct(spec)
+        entry = self._dsl_structs.get(id(dsl))
+        if entry is None or entry[0] is not dsl:
+            entry = (dsl, to_struct(dsl))
+            self._dsl_structs[id(dsl)] = entry
+            if len(self._dsl_structs) > DSL_STRUCTS:
+                self._dsl_structs.popitem(last=False)
+        else:
+            self._dsl_structs.move_to_end(id(dsl))
+        struct = to_struct({k: v for k, v in spec.items() if k != "dsl"})
+        struct.fields["dsl"].struct_value.CopyFrom(entry[1])
+        return struct
 
     async def _call(self, method: str, request: Any, metadata: Any = None) -> Any:
         self.calls[method] = self.calls.get(method, 0) + 1
@@ -116,7 +140,7 @@ class GrpcRunStore(PeerClient):
     async def start_run(self, record: RunRecord, request_id: str, holder: str, ttl_ms: int) -> tuple[RunRecord, Lease | None]:
         if self._has_start:
             proto = canvas_store_pb2.RunRecord(canvas_id=record.canvas_id, revision_id=record.revision_id,
-                                               session_id=record.session_id, spec=to_struct(record.spec))
+                                               session_id=record.session_id, spec=self._spec_struct(record.spec))
             reply = await self._call_newer("StartRunRecord", canvas_store_pb2.StartRunRecordRequest(
                 run=proto, request_id=request_id, holder=holder, ttl_ms=ttl_ms, omit_spec=True))
             if reply is not None:
@@ -135,7 +159,7 @@ class GrpcRunStore(PeerClient):
 
     async def create_run(self, record: RunRecord, request_id: str = "") -> RunRecord:
         proto = canvas_store_pb2.RunRecord(id=record.id, canvas_id=record.canvas_id, revision_id=record.revision_id,
-                                           session_id=record.session_id, spec=to_struct(record.spec))
+                                           session_id=record.session_id, spec=self._spec_struct(record.spec))
         created = await self._call("CreateRunRecord", canvas_store_pb2.CreateRunRecordRequest(run=proto, request_id=request_id))
         # The reply echoes the spec (the DSL and all): when it is the one sent, keep our dict rather
         # than decoding it again (the run of an earlier request with the same request_id differs).
