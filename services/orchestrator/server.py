@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import TypeVar
 
 from agentcanvas.v1 import common_pb2, orchestrator_pb2, orchestrator_pb2_grpc
+from google.protobuf import struct_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from services.common import context
 from services.common.errors import InvalidArgumentError
 from services.common.structs import from_struct, to_struct
 from services.orchestrator.adapters.event_proto import to_proto
-from services.orchestrator.core.orchestrator import InputFileData, Orchestrator, RunRequest
+from services.orchestrator.core.orchestrator import CANVAS_CACHE_SIZE, InputFileData, Orchestrator, RunRequest
 from services.orchestrator.core.events import Event, now_ms
 from services.orchestrator.core.ports import RunRecord
 
@@ -85,6 +87,7 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
     def __init__(self, orchestrator: Orchestrator, heartbeat_interval_s: float = 15.0):
         self._orchestrator = orchestrator
         self._heartbeat_s = heartbeat_interval_s
+        self._dsls: OrderedDict[bytes, dict] = OrderedDict()
 
     async def _batches(self, record: RunRecord, after_seq: int) -> AsyncIterator[list[orchestrator_pb2.RunEvent]]:
         """The run's events as protos, grouped as committed; a heartbeat alone when idle."""
@@ -104,17 +107,29 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
             # a session knows its canvas (and its paused run); a paused run knows its DSL
             raise InvalidArgumentError.for_field("source", "give a canvas_id, an inline dsl, a session_id or a resume_run_id")
         identity = context.current_identity()
+        # deterministic: map keys sorted, so one DSL always encodes to the same bytes
+        dsl_key = request.dsl.SerializeToString(deterministic=True) if source == "dsl" else b""
         run_request = RunRequest(
             canvas_id=request.canvas_id, revision_id=request.revision_id,
-            dsl=from_struct(request.dsl) if source == "dsl" else None, query=request.query,
-            # deterministic: map keys sorted, so one DSL always encodes to the same bytes
-            dsl_key=request.dsl.SerializeToString(deterministic=True) if source == "dsl" else b"",
+            dsl=self._decoded_dsl(dsl_key, request.dsl) if source == "dsl" else None, query=request.query, dsl_key=dsl_key,
             inputs=from_struct(request.inputs), session_id=request.session_id, user_id=request.user_id,
             request_id=request.request_id, resume_run_id=request.resume_run_id,
             files=[InputFileData(f.name, f.mime_type, f.content, f.url) for f in request.files],
         )
         return await self._orchestrator.start_run(run_request, identity.tenant_id if identity else "",
                                                   identity.user_id if identity else "")
+
+    def _decoded_dsl(self, key: bytes, message: struct_pb2.Struct) -> dict:
+        """The inline DSL as a dict, decoded once per distinct DSL (the core only reads it: a load
+        copies it first), as the core loads it once (core/orchestrator.py, CANVAS_CACHE_SIZE)."""
+        dsl = self._dsls.get(key)
+        if dsl is None:
+            dsl = self._dsls[key] = from_struct(message)
+            if len(self._dsls) > CANVAS_CACHE_SIZE:
+                self._dsls.popitem(last=False)
+        else:
+            self._dsls.move_to_end(key)
+        return dsl
 
     async def _reattach(self, request: orchestrator_pb2.StreamRunEventsRequest) -> RunRecord:
         if request.after_seq < 0:

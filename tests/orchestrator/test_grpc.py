@@ -67,6 +67,27 @@ async def test_run_canvas_streams_typed_events_with_increasing_seq(server):
     assert replay[-1] == events[-1]
 
 
+async def test_repeated_and_changed_inline_dsls_each_run_as_sent(server):
+    """Inline DSLs are decoded and loaded once per distinct DSL: a repeat runs the same canvas, a
+    changed one (same shape, other content) runs its own."""
+    stub, _, _ = server
+
+    def echo(text: str):
+        return dsl({"begin": {"type": "Begin", "down": ["msg"]},
+                    "msg": {"type": "Message", "params": {"content": [text + " {sys.query}"]}}})
+
+    async def answer(document, query: str) -> str:
+        events = [e async for e in stub.RunCanvas(orchestrator_pb2.RunCanvasRequest(dsl=to_struct(document), query=query),
+                                                  metadata=AUTH) if not e.HasField("heartbeat")]
+        assert events[-1].workflow_finished.status == common_pb2.RUN_STATUS_SUCCEEDED
+        return from_struct(events[-1].workflow_finished.outputs)["content"]
+
+    assert await answer(echo("first"), "a") == "first a"
+    assert await answer(echo("first"), "b") == "first b"
+    assert await answer(echo("second"), "c") == "second c"
+    assert await answer(echo("first"), "d") == "first d"
+
+
 async def test_bad_dsl_is_invalid_argument_with_one_violation_per_node(server):
     stub, _, _ = server
     bad = dsl({"begin": {"type": "Begin", "down": ["m", "ghost"]}, "m": {"type": "Message"}, "z": {"type": "Nope"}})
