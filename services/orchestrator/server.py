@@ -19,7 +19,8 @@ from services.orchestrator.core.orchestrator import CANVAS_CACHE_SIZE, InputFile
 from services.orchestrator.core.events import Event, now_ms
 from services.orchestrator.core.ports import RunRecord
 
-
+CACHEABLE_DSL_BYTES = 256 * 1024
+"""Inline DSLs larger than this (encoded) are decoded and loaded per run instead of cached."""
 T = TypeVar("T")
 
 
@@ -107,11 +108,18 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
             # a session knows its canvas (and its paused run); a paused run knows its DSL
             raise InvalidArgumentError.for_field("source", "give a canvas_id, an inline dsl, a session_id or a resume_run_id")
         identity = context.current_identity()
-        # deterministic: map keys sorted, so one DSL always encodes to the same bytes
+        # deterministic: map keys sorted, so one DSL always encodes to the same bytes. Only DSLs up to
+        # CACHEABLE_DSL_BYTES are cached (keyed): 128 of the largest allowed DSLs would pin gigabytes.
         dsl_key = request.dsl.SerializeToString(deterministic=True) if source == "dsl" else b""
+        if len(dsl_key) > CACHEABLE_DSL_BYTES:
+            dsl_key = b""
+        if source != "dsl":
+            dsl = None
+        else:
+            dsl = self._decoded_dsl(dsl_key, request.dsl) if dsl_key else from_struct(request.dsl)
         run_request = RunRequest(
             canvas_id=request.canvas_id, revision_id=request.revision_id,
-            dsl=self._decoded_dsl(dsl_key, request.dsl) if source == "dsl" else None, query=request.query, dsl_key=dsl_key,
+            dsl=dsl, query=request.query, dsl_key=dsl_key,
             inputs=from_struct(request.inputs), session_id=request.session_id, user_id=request.user_id,
             request_id=request.request_id, resume_run_id=request.resume_run_id,
             files=[InputFileData(f.name, f.mime_type, f.content, f.url) for f in request.files],

@@ -86,6 +86,10 @@ async def test_repeated_and_changed_inline_dsls_each_run_as_sent(server):
     assert await answer(echo("first"), "b") == "first b"
     assert await answer(echo("second"), "c") == "second c"
     assert await answer(echo("first"), "d") == "first d"
+    # A DSL above the cacheable size is decoded and loaded per run, with the same results.
+    big = "x" * 300_000
+    assert await answer(echo(big), "e") == f"{big} e"
+    assert await answer(echo(big), "f") == f"{big} f"
 
 
 async def test_bad_dsl_is_invalid_argument_with_one_violation_per_node(server):
