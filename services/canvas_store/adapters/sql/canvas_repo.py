@@ -85,7 +85,7 @@ class CanvasRepository:
             found = self._point_read(canvas_id)
             return canvas_from_mapping(found) if found is not None else None
         with self._db.read() as conn:
-            row = conn.execute(_GET_FULL if with_dsl else _GET_SUMMARY, {"b_id": canvas_id}).first()
+            row = conn.execute(_GET_SUMMARY, {"b_id": canvas_id}).first()
         return canvas_from_row(row) if row else None
 
     def find_idempotent(self, tenant_id: str, scope: str, request_id: str) -> tuple[str, str] | None:
