@@ -111,13 +111,11 @@ class PointRead:
         with _dbapi(self._db, autocommit=self._db.backend != "mysql") as conn:
             cursor = conn.cursor()
             try:
-                cursor.execute(self._statement.sql, self._statement.params({"b_id": key}))
-                rows = cursor.fetchall()
+                return self.on(cursor, key)
             finally:
                 cursor.close()
                 if self._db.backend == "mysql":  # PyMySQL runs without autocommit: end the implicit transaction
                     conn.rollback()
-        return self.decode(rows[0]) if rows else None
 
     def on(self, cursor: Any, key: str) -> dict[str, Any] | None:
         """The same read on a cursor the caller already holds (inside its transaction)."""
