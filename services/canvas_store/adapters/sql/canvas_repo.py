@@ -19,6 +19,7 @@ from sqlalchemy.engine import Connection
 from services.canvas_store.adapters.sql.engine import Database
 from services.canvas_store.adapters.sql.fastpath import ConditionalUpdate, PointRead
 from services.canvas_store.adapters.sql.models import canvas_tags, canvases, idempotency_keys, revisions, sessions
+from services.canvas_store.core.canvases import QUICK_PATHS
 from services.canvas_store.core.filters import CanvasFilter, Ordering
 from services.canvas_store.core.ids import new_etag, new_id, now_ms
 from services.canvas_store.core.validation import same_request
@@ -31,8 +32,8 @@ Prepare = Callable[[Canvas], tuple[dict[str, Any], DslChange | None]]
 
 _CANVAS_COLUMNS = [c for c in canvases.c if c.name not in ("title_key", "revision_counter")]
 _SUMMARY_COLUMNS = [c for c in _CANVAS_COLUMNS if c.name != "dsl"]
-QUICK_UPDATE_FIELDS = frozenset({"description", "avatar"})
-"""Fields `update_fields` may set: plain columns with no index, revision or tag side effects."""
+QUICK_UPDATE_FIELDS = QUICK_PATHS
+"""Fields `update_fields` may set (one set with the core): plain columns, no index/revision/tag side effects."""
 _REVISION_SUMMARY = [c for c in revisions.c if c.name != "dsl"]
 
 # Hot-path statements are built once: SQLAlchemy then skips coercion and cache-key work per call.
