@@ -209,9 +209,9 @@ class CanvasService:
 
     def _remember(self, canvas: Canvas) -> None:
         with self._facts_lock:
+            self._facts.pop(canvas.id, None)  # re-inserted below as the newest
             if len(self._facts) >= _FACTS_MAX:  # drop the oldest entry; exactness never depends on the cache
                 self._facts.pop(next(iter(self._facts)))
-            self._facts.pop(canvas.id, None)
             self._facts[canvas.id] = (canvas.etag, canvas_target(canvas))
 
     def delete(self, caller: Caller, canvas_id: str, etag: str = "") -> Canvas:
