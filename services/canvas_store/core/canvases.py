@@ -193,15 +193,16 @@ class CanvasService:
         def check(current: Canvas) -> None:
             authorize(caller, Action.EDIT, canvas_target(current))
 
-        known = self._facts.get(canvas_id) if etag else None
-        updated = None
+        if not etag:
+            return None
+        known = self._facts.get(canvas_id)
         if known is not None and known[0] == etag:
             try:
                 authorize(caller, Action.EDIT, known[1])
             except (NotFoundError, PermissionDeniedError):
                 return None
             updated = self._canvases.update_fields(canvas_id, etag, changes, None)
-        elif etag:
+        else:
             updated = self._canvases.update_fields(canvas_id, etag, changes, check)
         if updated is not None:
             self._remember(updated)
