@@ -7,6 +7,7 @@ Nothing is ever read, modified in Python and blindly written back.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
 from collections.abc import Callable
@@ -328,8 +329,7 @@ class CanvasRepository:
             if result.rowcount != 1:
                 raise AbortedError(f"canvas {current.id!r} was changed concurrently (stale etag); re-read and retry",
                                    reason="ETAG_MISMATCH")
-        return Canvas(**{**current.__dict__, "etag": etag, "delete_time_ms": delete_time_ms,
-                         "expire_time_ms": expire_time_ms})
+        return dataclasses.replace(current, etag=etag, delete_time_ms=delete_time_ms, expire_time_ms=expire_time_ms)
 
     def purge_expired(self, now_ms: int, batch: int = 100) -> int:
         """Hard-delete up to `batch` soft-deleted canvases whose expire_time has passed, with their sessions,
