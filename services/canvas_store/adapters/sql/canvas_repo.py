@@ -181,23 +181,27 @@ class CanvasRepository:
                 return self._create_once(canvas, change, request_id, fingerprint)
             except AlreadyExistsError:
                 # The title check saw a canvas committed after our key lookup: maybe our own twin request's.
-                if request_id:
-                    existing = self.find_idempotent(canvas.tenant_id, "canvas", request_id)
-                    if existing:
-                        with self._db.read() as conn:
-                            return self._replay(conn, existing, fingerprint)
+                replayed = self._replay_if_recorded(canvas.tenant_id, request_id, fingerprint)
+                if replayed is not None:
+                    return replayed
                 raise
             except AbortedError as error:
-                if request_id:
-                    existing = self.find_idempotent(canvas.tenant_id, "canvas", request_id)
-                    if existing:
-                        with self._db.read() as conn:
-                            return self._replay(conn, existing, fingerprint)
+                replayed = self._replay_if_recorded(canvas.tenant_id, request_id, fingerprint)
+                if replayed is not None:
+                    return replayed
                 if isinstance(error.__cause__, exc.IntegrityError):
                     raise self._title_taken(canvas) from None
                 if attempt == 2:
                     raise
         raise AssertionError("unreachable")
+
+    def _replay_if_recorded(self, tenant_id: str, request_id: str, fingerprint: str) -> Canvas | None:
+        """The canvas a committed twin of this request created, or None (no request_id, or none recorded)."""
+        existing = self.find_idempotent(tenant_id, "canvas", request_id) if request_id else None
+        if existing is None:
+            return None
+        with self._db.read() as conn:
+            return self._replay(conn, existing, fingerprint)
 
     def _create_once(self, canvas: Canvas, change: DslChange, request_id: str, fingerprint: str) -> Canvas:
         with self._db.write() as conn:
