@@ -133,7 +133,9 @@ class StoreApp:
             except TimeoutError:
                 pass
             try:
-                purged = await self.blocking(self.canvases.purge_expired)
+                # On the pool even on SQLite: a purge is many batches, and inline it would stall every RPC
+                # for all of them (the writer lock interleaves it with inline writes batch by batch).
+                purged = await self.blocking(self.canvases.purge_expired, pooled=True)
                 if purged:
                     logger.info("purged %d expired soft-deleted canvases", purged)
             except UnavailableError:
@@ -163,9 +165,10 @@ class StoreApp:
             raise UnauthenticatedError("no identity on this request")
         return await self.blocking(lambda: function(self.caller(identity), *args, **kwargs))
 
-    async def blocking(self, function: Callable[..., T], *args: Any) -> T:
-        """Run a blocking function on the DB pool (inline on SQLite, see `inline`) without a caller."""
-        if self.inline:
+    async def blocking(self, function: Callable[..., T], *args: Any, pooled: bool = False) -> T:
+        """Run a blocking function on the DB pool (inline on SQLite, see `inline`, unless `pooled`) without a
+        caller. `pooled` is for long background work that must not hold the event loop."""
+        if self.inline and not pooled:
             if self._closed:
                 raise UnavailableError("the store is shutting down; retry", reason="SHUTTING_DOWN")
             return function(*args)
