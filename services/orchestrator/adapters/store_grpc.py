@@ -118,22 +118,15 @@ class GrpcRunStore(PeerClient):
         struct.fields["dsl"].struct_value.CopyFrom(entry[1])
         return struct
 
-    async def _call(self, method: str, request: Any, metadata: Any = None) -> Any:
+    async def _call(self, method: str, request: Any, metadata: Any = None, *, newer: bool = False) -> Any:
+        """One store RPC, its failure as a domain error. `newer`: an RPC an older store may lack, None
+        when it answers UNIMPLEMENTED."""
         self.calls[method] = self.calls.get(method, 0) + 1
         try:
             return await getattr(self._stub, method)(request, metadata=metadata or self._metadata(),
                                                      timeout=call_timeout(self._timeout))
         except grpc.aio.AioRpcError as exc:
-            raise status.from_rpc_error(exc) from None
-
-    async def _call_newer(self, method: str, request: Any, metadata: Any = None) -> Any | None:
-        """_call for an RPC an older store may lack: None when it answers UNIMPLEMENTED."""
-        self.calls[method] = self.calls.get(method, 0) + 1
-        try:
-            return await getattr(self._stub, method)(request, metadata=metadata or self._metadata(),
-                                                     timeout=call_timeout(self._timeout))
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+            if newer and exc.code() == grpc.StatusCode.UNIMPLEMENTED:
                 return None
             raise status.from_rpc_error(exc) from None
 
@@ -141,8 +134,8 @@ class GrpcRunStore(PeerClient):
         if self._has_start:
             proto = canvas_store_pb2.RunRecord(canvas_id=record.canvas_id, revision_id=record.revision_id,
                                                session_id=record.session_id, spec=self._spec_struct(record.spec))
-            reply = await self._call_newer("StartRunRecord", canvas_store_pb2.StartRunRecordRequest(
-                run=proto, request_id=request_id, holder=holder, ttl_ms=ttl_ms, omit_spec=True))
+            reply = await self._call("StartRunRecord", canvas_store_pb2.StartRunRecordRequest(
+                run=proto, request_id=request_id, holder=holder, ttl_ms=ttl_ms, omit_spec=True), newer=True)
             if reply is not None:
                 result = _record_from_proto(reply.run)
                 if not reply.run.HasField("spec"):
@@ -245,8 +238,8 @@ class GrpcRunStore(PeerClient):
         try:
             replies: list[Any] = []
             if len(batch) > 1 and self._has_batch:
-                reply = await self._call_newer("CommitRunSteps", canvas_store_pb2.CommitRunStepsRequest(
-                    commits=[request for request, _ in batch]), metadata)
+                reply = await self._call("CommitRunSteps", canvas_store_pb2.CommitRunStepsRequest(
+                    commits=[request for request, _ in batch]), metadata, newer=True)
                 if reply is None:
                     self._has_batch = False
                 else:
