@@ -7,7 +7,6 @@ orchestrator's own service token plus the on-behalf-of header (core.ports.acting
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +17,7 @@ from agentcanvas.v1 import canvas_store_pb2, canvas_store_pb2_grpc, common_pb2, 
 from services.common import status
 from services.common.errors import AbortedError, FailedPreconditionError
 from services.common.clients import call_timeout
+from services.common.lru import LRU
 from services.common.structs import from_struct, to_struct
 from services.orchestrator.adapters.event_proto import from_proto, to_proto
 from services.orchestrator.adapters.peer import PeerClient, TokenSource
@@ -100,20 +100,15 @@ class GrpcRunStore(PeerClient):
         # The DSL's Struct by the identity of the DSL dict: runs of one inline canvas share its
         # loaded DSL (core/orchestrator.py, read-only once loaded), so it is encoded once, not per run.
         # Each entry holds its dict, which keeps the id from being reused while it is cached.
-        self._dsl_structs: OrderedDict[int, tuple[dict, Any]] = OrderedDict()
+        self._dsl_structs: LRU[int, tuple[dict, Any]] = LRU(DSL_STRUCTS)
 
     def _spec_struct(self, spec: dict[str, Any]) -> Any:
         dsl = spec.get("dsl")
         if not isinstance(dsl, dict):
             return to_struct(spec)
-        entry = self._dsl_structs.get(id(dsl))
+        entry = self._dsl_structs.hit(id(dsl))
         if entry is None or entry[0] is not dsl:
-            entry = (dsl, to_struct(dsl))
-            self._dsl_structs[id(dsl)] = entry
-            if len(self._dsl_structs) > DSL_STRUCTS:
-                self._dsl_structs.popitem(last=False)
-        else:
-            self._dsl_structs.move_to_end(id(dsl))
+            entry = self._dsl_structs.keep(id(dsl), (dsl, to_struct(dsl)))
         struct = to_struct({k: v for k, v in spec.items() if k != "dsl"})
         struct.fields["dsl"].struct_value.CopyFrom(entry[1])
         return struct
