@@ -143,8 +143,7 @@ class Conversation(Component):
 
     async def invoke(self, ctx) -> Outcome:
         entry = str(self.param("entry", ""))
-        configured = getattr(ctx.services, "conversation_max_turns", DEFAULT_CONVERSATION_TURNS)
-        maximum = max(int(configured or DEFAULT_CONVERSATION_TURNS), 1)
+        maximum = max(int(ctx.services.conversation_max_turns or DEFAULT_CONVERSATION_TURNS), 1)
         run_id = str(ctx.spec.get("run_id", ""))
         message_pending = True  # this run's message has not been taken by a turn yet
         for turn in range(maximum):
