@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import TypeVar
 
@@ -13,6 +12,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from services.common import context
 from services.common.errors import InvalidArgumentError
+from services.common.lru import LRU
 from services.common.structs import from_struct, to_struct
 from services.orchestrator.adapters.event_proto import to_proto
 from services.orchestrator.core.orchestrator import CANVAS_CACHE_SIZE, InputFileData, Orchestrator, RunRequest
@@ -88,7 +88,7 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
     def __init__(self, orchestrator: Orchestrator, heartbeat_interval_s: float = 15.0):
         self._orchestrator = orchestrator
         self._heartbeat_s = heartbeat_interval_s
-        self._dsls: OrderedDict[bytes, dict] = OrderedDict()
+        self._dsls: LRU[bytes, dict] = LRU(CANVAS_CACHE_SIZE)
 
     async def _batches(self, record: RunRecord, after_seq: int) -> AsyncIterator[list[orchestrator_pb2.RunEvent]]:
         """The run's events as protos, grouped as committed; a heartbeat alone when idle."""
@@ -130,14 +130,8 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
     def _decoded_dsl(self, key: bytes, message: struct_pb2.Struct) -> dict:
         """The inline DSL as a dict, decoded once per distinct DSL (the core only reads it: a load
         copies it first), as the core loads it once (core/orchestrator.py, CANVAS_CACHE_SIZE)."""
-        dsl = self._dsls.get(key)
-        if dsl is None:
-            dsl = self._dsls[key] = from_struct(message)
-            if len(self._dsls) > CANVAS_CACHE_SIZE:
-                self._dsls.popitem(last=False)
-        else:
-            self._dsls.move_to_end(key)
-        return dsl
+        dsl = self._dsls.hit(key)
+        return dsl if dsl is not None else self._dsls.keep(key, from_struct(message))
 
     async def _reattach(self, request: orchestrator_pb2.StreamRunEventsRequest) -> RunRecord:
         if request.after_seq < 0:

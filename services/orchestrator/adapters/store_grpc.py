@@ -7,7 +7,6 @@ orchestrator's own service token plus the on-behalf-of header (core.ports.acting
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +17,7 @@ from agentcanvas.v1 import canvas_store_pb2, canvas_store_pb2_grpc, common_pb2, 
 from services.common import status
 from services.common.errors import AbortedError, FailedPreconditionError
 from services.common.clients import call_timeout
+from services.common.lru import LRU
 from services.common.structs import from_struct, to_struct
 from services.orchestrator.adapters.event_proto import from_proto, to_proto
 from services.orchestrator.adapters.peer import PeerClient, TokenSource
@@ -100,40 +100,28 @@ class GrpcRunStore(PeerClient):
         # The DSL's Struct by the identity of the DSL dict: runs of one inline canvas share its
         # loaded DSL (core/orchestrator.py, read-only once loaded), so it is encoded once, not per run.
         # Each entry holds its dict, which keeps the id from being reused while it is cached.
-        self._dsl_structs: OrderedDict[int, tuple[dict, Any]] = OrderedDict()
+        self._dsl_structs: LRU[int, tuple[dict, Any]] = LRU(DSL_STRUCTS)
 
     def _spec_struct(self, spec: dict[str, Any]) -> Any:
         dsl = spec.get("dsl")
         if not isinstance(dsl, dict):
             return to_struct(spec)
-        entry = self._dsl_structs.get(id(dsl))
+        entry = self._dsl_structs.hit(id(dsl))
         if entry is None or entry[0] is not dsl:
-            entry = (dsl, to_struct(dsl))
-            self._dsl_structs[id(dsl)] = entry
-            if len(self._dsl_structs) > DSL_STRUCTS:
-                self._dsl_structs.popitem(last=False)
-        else:
-            self._dsl_structs.move_to_end(id(dsl))
+            entry = self._dsl_structs.keep(id(dsl), (dsl, to_struct(dsl)))
         struct = to_struct({k: v for k, v in spec.items() if k != "dsl"})
         struct.fields["dsl"].struct_value.CopyFrom(entry[1])
         return struct
 
-    async def _call(self, method: str, request: Any, metadata: Any = None) -> Any:
+    async def _call(self, method: str, request: Any, metadata: Any = None, *, newer: bool = False) -> Any:
+        """One store RPC, its failure as a domain error. `newer`: an RPC an older store may lack, None
+        when it answers UNIMPLEMENTED."""
         self.calls[method] = self.calls.get(method, 0) + 1
         try:
             return await getattr(self._stub, method)(request, metadata=metadata or self._metadata(),
                                                      timeout=call_timeout(self._timeout))
         except grpc.aio.AioRpcError as exc:
-            raise status.from_rpc_error(exc) from None
-
-    async def _call_newer(self, method: str, request: Any, metadata: Any = None) -> Any | None:
-        """_call for an RPC an older store may lack: None when it answers UNIMPLEMENTED."""
-        self.calls[method] = self.calls.get(method, 0) + 1
-        try:
-            return await getattr(self._stub, method)(request, metadata=metadata or self._metadata(),
-                                                     timeout=call_timeout(self._timeout))
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+            if newer and exc.code() == grpc.StatusCode.UNIMPLEMENTED:
                 return None
             raise status.from_rpc_error(exc) from None
 
@@ -141,8 +129,8 @@ class GrpcRunStore(PeerClient):
         if self._has_start:
             proto = canvas_store_pb2.RunRecord(canvas_id=record.canvas_id, revision_id=record.revision_id,
                                                session_id=record.session_id, spec=self._spec_struct(record.spec))
-            reply = await self._call_newer("StartRunRecord", canvas_store_pb2.StartRunRecordRequest(
-                run=proto, request_id=request_id, holder=holder, ttl_ms=ttl_ms, omit_spec=True))
+            reply = await self._call("StartRunRecord", canvas_store_pb2.StartRunRecordRequest(
+                run=proto, request_id=request_id, holder=holder, ttl_ms=ttl_ms, omit_spec=True), newer=True)
             if reply is not None:
                 result = _record_from_proto(reply.run)
                 if not reply.run.HasField("spec"):
@@ -245,8 +233,8 @@ class GrpcRunStore(PeerClient):
         try:
             replies: list[Any] = []
             if len(batch) > 1 and self._has_batch:
-                reply = await self._call_newer("CommitRunSteps", canvas_store_pb2.CommitRunStepsRequest(
-                    commits=[request for request, _ in batch]), metadata)
+                reply = await self._call("CommitRunSteps", canvas_store_pb2.CommitRunStepsRequest(
+                    commits=[request for request, _ in batch]), metadata, newer=True)
                 if reply is None:
                     self._has_batch = False
                 else:

@@ -8,7 +8,6 @@ import copy
 import logging
 import secrets
 import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 from services.common.context import deadline_var, new_trace_id, token_var, trace_id_var
 from services.common.errors import (AbortedError, AgentCanvasError, FailedPreconditionError, InvalidArgumentError,
                                     ResourceExhaustedError)
+from services.common.lru import LRU
 from services.orchestrator.core import sessions, telemetry
 from services.orchestrator.core.admission import Admission, InMemorySlots
 from services.orchestrator.core.context import Services
@@ -91,7 +91,7 @@ class Orchestrator:
         self._leases: dict[str, int] = {}
         self._feeds: dict[str, RunFeed] = {}
         self._claiming: set[str] = set()  # runs between their lease and their task (see _claim)
-        self._canvases: OrderedDict[bytes, CanvasSpec] = OrderedDict()
+        self._canvases: LRU[bytes, CanvasSpec] = LRU(CANVAS_CACHE_SIZE)
         self._reaper: asyncio.Task | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -234,15 +234,11 @@ class Orchestrator:
         return created
 
     def _inline_canvas(self, request: RunRequest) -> CanvasSpec:
-        canvas = self._canvases.get(request.dsl_key)
+        canvas = self._canvases.hit(request.dsl_key)
         if canvas is not None:
-            self._canvases.move_to_end(request.dsl_key)
             return canvas
-        canvas = load_for_run(request.dsl, self._tool_context())  # raises for a bad DSL: nothing cached
-        self._canvases[request.dsl_key] = canvas
-        if len(self._canvases) > CANVAS_CACHE_SIZE:
-            self._canvases.popitem(last=False)
-        return canvas
+        # raises for a bad DSL: nothing cached
+        return self._canvases.keep(request.dsl_key, load_for_run(request.dsl, self._tool_context()))
 
     def _spec(self, canvas, request: RunRequest, session, previous: RunRecord | None,
               pending: list[str] | None) -> dict[str, Any]:

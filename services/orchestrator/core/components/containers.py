@@ -143,19 +143,16 @@ class Conversation(Component):
 
     async def invoke(self, ctx) -> Outcome:
         entry = str(self.param("entry", ""))
-        configured = getattr(ctx.services, "conversation_max_turns", DEFAULT_CONVERSATION_TURNS)
-        maximum = max(int(configured or DEFAULT_CONVERSATION_TURNS), 1)
+        maximum = max(int(ctx.services.conversation_max_turns or DEFAULT_CONVERSATION_TURNS), 1)
         run_id = str(ctx.spec.get("run_id", ""))
         message_pending = True  # this run's message has not been taken by a turn yet
-        turn = 0
-        while turn < maximum:
+        for turn in range(maximum):
             await ctx.run_body(self.id, Frame(self.id, turn, item={"message_pending": message_pending}))
             # The waiting node marks the turn that took this run's message; replayed turns of
             # earlier runs carry their own run's id, so they do not count (also after a takeover).
             if (ctx.state.outputs.get(entry) or {}).get(TURN_RUN) == run_id:
                 message_pending = False
-            turn += 1
-        return Outcome(outputs={"turns": turn}, inputs={"max_turns": maximum})
+        return Outcome(outputs={"turns": maximum}, inputs={"max_turns": maximum})
 
 
 TURN_RUN = "_turn_run"

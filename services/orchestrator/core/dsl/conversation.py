@@ -91,9 +91,7 @@ def fold(canvas: CanvasSpec, problems: list[CanvasProblem]) -> None:
     """Turn every top-level cycle through an interactive node into a Conversation container."""
     from services.orchestrator.core.dsl.loader import CanvasProblem
 
-    top = [n.id for n in canvas.nodes.values() if not n.parent_id]
-    top_edges = [e for e in canvas.edges if not canvas.nodes[e.source].parent_id and not canvas.nodes[e.target].parent_id]
-    for members in strongly_connected(top, top_edges):
+    for members in strongly_connected(canvas.scope_nodes(""), canvas.scope_edges("")):
         waiting = [m for m in members if canvas.nodes[m].type in INTERACTIVE]
         if not waiting or any(canvas.nodes[m].type == "Begin" for m in members):
             continue  # validate.py reports it as CYCLE (a run must start outside its conversation)
