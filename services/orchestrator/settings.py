@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.common.errors import InvalidArgumentError
+from services.orchestrator.core.context import DEFAULT_CONVERSATION_TURNS
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ class OrchestratorSettings:
     """Overrides every component's default timeout when set."""
     max_backoff_s: float = 30.0
     """Cap of one retry delay."""
-    conversation_max_turns: int = 50
+    conversation_max_turns: int = DEFAULT_CONVERSATION_TURNS
     """User messages one conversation loop (a cycle through a node that waits for the user, e.g. a G0
     Answer) takes; after that many turns the loop ends and the run goes on past it."""
     heartbeat_interval_s: float = 15.0

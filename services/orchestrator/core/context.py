@@ -17,6 +17,9 @@ from services.orchestrator.core.refs import Resolver
 from services.orchestrator.core.state import RunState
 from services.orchestrator.core.streams import TextStream
 
+DEFAULT_CONVERSATION_TURNS = 50
+"""Turns of a conversation loop unless `orchestrator.conversation_max_turns` says otherwise."""
+
 T = TypeVar("T")
 
 
@@ -39,7 +42,7 @@ class Services:
     pool: ThreadPoolExecutor
     tools: Any = None
     """services.orchestrator.tools.ToolRuntime, when tools are configured."""
-    conversation_max_turns: int = 50
+    conversation_max_turns: int = DEFAULT_CONVERSATION_TURNS
     """Turns of a conversation loop (orchestrator.conversation_max_turns)."""
 
 

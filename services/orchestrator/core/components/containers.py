@@ -17,7 +17,6 @@ from services.orchestrator.core.errors import NodeError
 from services.orchestrator.core.refs import parse_expr
 
 DEFAULT_MAX_LOOPS = 10
-DEFAULT_CONVERSATION_TURNS = 50
 
 
 @register
@@ -143,7 +142,7 @@ class Conversation(Component):
 
     async def invoke(self, ctx) -> Outcome:
         entry = str(self.param("entry", ""))
-        maximum = max(int(ctx.services.conversation_max_turns or DEFAULT_CONVERSATION_TURNS), 1)
+        maximum = max(ctx.services.conversation_max_turns, 1)
         run_id = str(ctx.spec.get("run_id", ""))
         message_pending = True  # this run's message has not been taken by a turn yet
         for turn in range(maximum):
