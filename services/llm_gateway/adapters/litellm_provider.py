@@ -14,6 +14,7 @@ import logging
 import os
 import threading
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -162,7 +163,7 @@ def _tool_deltas(raw_calls: Any) -> list[ToolCallDelta]:
 def _thinking_blocks(raw_blocks: Any) -> list[ThinkingBlockDelta]:
     """litellm's `thinking_blocks` (dicts: type thinking/redacted_thinking, thinking, signature, data, index)."""
     out = []
-    for i, raw in enumerate(raw_blocks or ()):
+    for raw in raw_blocks or ():
         get = raw.get if isinstance(raw, dict) else lambda k, d=None, r=raw: getattr(r, k, d)
         kind = get("type")
         if kind == "redacted_thinking":
@@ -228,9 +229,8 @@ class LitellmProvider:
                                          for i, c in enumerate(message.tool_calls or [])],
                              finish_reason=choice.finish_reason or "stop", usage=_usage(getattr(response, "usage", None)),
                              # whole blocks, one each: position is the index
-                             thinking_blocks=[ThinkingBlockDelta(index=i, thinking=b.thinking, signature=b.signature,
-                                                                 redacted_data=b.redacted_data)
-                                              for i, b in enumerate(_thinking_blocks(getattr(message, "thinking_blocks", None)))])
+                             thinking_blocks=[replace(b, index=i) for i, b in
+                                              enumerate(_thinking_blocks(getattr(message, "thinking_blocks", None)))])
 
     def _translate(self, exc: BaseException, call: ProviderCall) -> ProviderError:
         kind, status = _classify(exc, self.litellm)

@@ -259,9 +259,6 @@ class LlmGateway:
                     last_error.kind, last_error.message, retryable=last_error.retryable, http_status=last_error.status))
                 return
             total.add(self._usage_of(outcome, call, planned.route))
-            # Signed reasoning is continuation state, not display: sent whether or not with_reasoning, so a
-            # client can echo it on the next turn (see history.to_provider).
-            block_events = [ThinkingBlockEvent(block) for block in outcome.thinking_blocks]
             # -- tool calls ---------------------------------------------------------------------
             calls = outcome.tool_calls
             if request.tools and not planned.route.native_tools and not calls:
@@ -273,8 +270,10 @@ class LlmGateway:
                     messages = messages + tools.feedback_messages(calls, problems, planned.route.native_tools,
                                                                   outcome.thinking_blocks)
                     continue
-                for block_event in block_events:
-                    yield block_event
+                # Signed reasoning is continuation state, not display: sent whether or not with_reasoning,
+                # so a client can echo it on the next turn (see history.to_provider).
+                for block in outcome.thinking_blocks:
+                    yield ThinkingBlockEvent(block)
                 for tool_call in calls:
                     yield ToolCallEvent(tool_call)
                 yield _usage_event(total)
@@ -297,8 +296,8 @@ class LlmGateway:
                 yield TextEvent(json.dumps(value, ensure_ascii=False))
             elif buffer_text and outcome.text:
                 yield TextEvent(outcome.text)
-            for block_event in block_events:
-                yield block_event
+            for block in outcome.thinking_blocks:
+                yield ThinkingBlockEvent(block)
             yield _usage_event(total)
             yield FinishEvent(_FINISH.get(outcome.finish_reason or "stop", FinishReason.STOP), call.model)
             return
