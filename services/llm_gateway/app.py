@@ -65,8 +65,7 @@ def build_definition(config: Config, app: GatewayApp | None = None) -> ServiceDe
     async def stop(grace: float) -> None:
         if app.embedded is not None:
             await app.embedded.stop()
-        if isinstance(app.provider, LitellmDirectProvider):
-            await app.provider.aclose()
+        await app.provider.aclose()
 
     return ServiceDefinition(
         name="llm_gateway",

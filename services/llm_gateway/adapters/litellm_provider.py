@@ -187,6 +187,9 @@ class LitellmProvider:
             self._litellm = load_litellm()
         return self._litellm
 
+    async def aclose(self) -> None:
+        """Nothing to release: litellm.acompletion manages its own clients."""
+
     async def stream(self, call: ProviderCall) -> AsyncIterator[ProviderChunk]:
         if self._litellm is None:  # a request that arrives while start() is still importing
             self._litellm = await asyncio.to_thread(load_litellm)
