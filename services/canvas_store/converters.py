@@ -14,7 +14,7 @@ from services.canvas_store.core.types import (
     TenantMember,
 )
 from services.common.errors import InvalidArgumentError
-from services.common.structs import from_struct, to_struct
+from services.common.structs import StructCache, from_struct, to_struct
 
 E = TypeVar("E")
 
@@ -28,6 +28,8 @@ _STATUS = {
 _PERMISSION_PB = {v: k for k, v in _PERMISSION.items()}
 _CATEGORY_PB = {v: k for k, v in _CATEGORY.items()}
 _STATUS_PB = {v: k for k, v in _STATUS.items()}
+_DSL_STRUCTS = StructCache()
+"""Canvas, revision and template DSLs are returned far more often than they change."""
 
 
 def _enum(value: int, table: dict[int, E], field: str) -> E | None:
@@ -74,13 +76,13 @@ def canvas_out(canvas: Canvas) -> pb.Canvas:
         head_revision_id=canvas.head_revision_id, published_revision_id=canvas.published_revision_id,
     )
     if canvas.dsl is not None:
-        message.dsl.update(canvas.dsl)  # JSON-clean: no coercion pass needed
+        _DSL_STRUCTS.fill(message.dsl, canvas.dsl)
     if canvas.create_time_ms:
-        message.create_time.CopyFrom(timestamp(canvas.create_time_ms))
-        message.update_time.CopyFrom(timestamp(canvas.update_time_ms))
+        message.create_time.FromMilliseconds(canvas.create_time_ms)
+        message.update_time.FromMilliseconds(canvas.update_time_ms)
     if canvas.delete_time_ms:
-        message.delete_time.CopyFrom(timestamp(canvas.delete_time_ms))
-        message.expire_time.CopyFrom(timestamp(canvas.expire_time_ms))
+        message.delete_time.FromMilliseconds(canvas.delete_time_ms)
+        message.expire_time.FromMilliseconds(canvas.expire_time_ms)
     return message
 
 
@@ -92,7 +94,7 @@ def revision_out(revision: Revision) -> pb.CanvasRevision:
         description=revision.description,
     )
     if revision.dsl is not None:
-        message.dsl.update(revision.dsl)  # JSON-clean: no coercion pass needed
+        _DSL_STRUCTS.fill(message.dsl, revision.dsl)
     return message
 
 
@@ -102,7 +104,7 @@ def template_out(template: Template) -> pb.CanvasTemplate:
         canvas_type=template.canvas_type, category=_CATEGORY_PB[template.category], avatar=template.avatar,
     )
     if template.dsl is not None:
-        message.dsl.update(template.dsl)  # JSON-clean: no coercion pass needed
+        _DSL_STRUCTS.fill(message.dsl, template.dsl)
     return message
 
 

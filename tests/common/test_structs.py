@@ -8,7 +8,9 @@ import math
 import pytest
 from google.protobuf import json_format, struct_pb2
 
-from services.common.structs import from_struct, from_value, to_struct, to_value
+from agentcanvas.v1 import canvas_store_pb2 as pb
+
+from services.common.structs import StructCache, from_struct, from_value, to_struct, to_value
 
 
 def test_round_trip_keeps_types_and_empty_containers():
@@ -49,3 +51,34 @@ def test_single_values():
         assert from_value(to_value(value)) == value
     assert to_value((1,)) == to_value([1])
     assert from_value(struct_pb2.Value()) is None  # no kind set reads as null
+
+
+def test_struct_cache_gives_the_same_message_as_a_direct_fill_on_miss_and_hit():
+    cache = StructCache(entries=4)
+    value = {"components": {"begin": {"obj": {"params": {"n": 3, "x": [1.5, None, True, "é"]}}}}, "empty": {}}
+    first, second = pb.Canvas(), pb.Canvas()
+    cache.fill(first.dsl, value)  # miss: filled, then remembered
+    cache.fill(second.dsl, value)  # hit: parsed from the remembered wire bytes
+    assert first.dsl == second.dsl == to_struct(value)
+    assert from_struct(second.dsl) == value
+
+
+def test_struct_cache_follows_changes_to_the_value_and_sets_presence_for_empty_objects():
+    cache = StructCache(entries=4)
+    value = {"a": 1}
+    cache.fill(pb.Canvas().dsl, value)
+    value["a"] = 2  # a changed object is a different key: never the stale bytes
+    changed = pb.Canvas()
+    cache.fill(changed.dsl, value)
+    assert from_struct(changed.dsl) == {"a": 2}
+    empty = pb.Canvas()
+    cache.fill(empty.dsl, {})
+    assert empty.HasField("dsl") and not empty.dsl.fields
+
+
+def test_struct_cache_fills_values_json_cannot_key_directly():
+    cache = StructCache(entries=4, max_key_chars=16)
+    for value in ({"t": (1, 2), "b": b"x"}, {"nan": math.nan}, {"long": "x" * 64}):
+        message = pb.Canvas()
+        cache.fill(message.dsl, value)
+        assert message.dsl == to_struct(value)
