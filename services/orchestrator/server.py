@@ -7,20 +7,16 @@ from collections.abc import AsyncIterator
 from typing import TypeVar
 
 from agentcanvas.v1 import common_pb2, orchestrator_pb2, orchestrator_pb2_grpc
-from google.protobuf import struct_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from services.common import context
 from services.common.errors import InvalidArgumentError
-from services.common.lru import LRU
 from services.common.structs import from_struct, to_struct
 from services.orchestrator.adapters.event_proto import to_proto
-from services.orchestrator.core.orchestrator import CANVAS_CACHE_SIZE, InputFileData, Orchestrator, RunRequest
+from services.orchestrator.core.orchestrator import InputFileData, Orchestrator, RunRequest
 from services.orchestrator.core.events import Event, now_ms
 from services.orchestrator.core.ports import RunRecord
 
-CACHEABLE_DSL_BYTES = 256 * 1024
-"""Inline DSLs larger than this (encoded) are decoded and loaded per run instead of cached."""
 T = TypeVar("T")
 
 
@@ -88,7 +84,6 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
     def __init__(self, orchestrator: Orchestrator, heartbeat_interval_s: float = 15.0):
         self._orchestrator = orchestrator
         self._heartbeat_s = heartbeat_interval_s
-        self._dsls: LRU[bytes, dict] = LRU(CANVAS_CACHE_SIZE)
 
     async def _batches(self, record: RunRecord, after_seq: int) -> AsyncIterator[list[orchestrator_pb2.RunEvent]]:
         """The run's events as protos, grouped as committed; a heartbeat alone when idle."""
@@ -108,30 +103,19 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
             # a session knows its canvas (and its paused run); a paused run knows its DSL
             raise InvalidArgumentError.for_field("source", "give a canvas_id, an inline dsl, a session_id or a resume_run_id")
         identity = context.current_identity()
-        # deterministic: map keys sorted, so one DSL always encodes to the same bytes. Only DSLs up to
-        # CACHEABLE_DSL_BYTES are cached (keyed): 128 of the largest allowed DSLs would pin gigabytes.
-        dsl_key = request.dsl.SerializeToString(deterministic=True) if source == "dsl" else b""
-        if len(dsl_key) > CACHEABLE_DSL_BYTES:
-            dsl_key = b""
-        if source != "dsl":
-            dsl = None
-        else:
-            dsl = self._decoded_dsl(dsl_key, request.dsl) if dsl_key else from_struct(request.dsl)
+        inline = source == "dsl"
         run_request = RunRequest(
-            canvas_id=request.canvas_id, revision_id=request.revision_id,
-            dsl=dsl, query=request.query, dsl_key=dsl_key,
+            canvas_id=request.canvas_id, revision_id=request.revision_id, query=request.query,
+            # The core keeps loaded inline canvases by this key and decodes the Struct only when it
+            # loads one. deterministic: map keys sorted, so one DSL always encodes to the same bytes.
+            dsl_key=request.dsl.SerializeToString(deterministic=True) if inline else b"",
+            decode_dsl=(lambda: from_struct(request.dsl)) if inline else None,
             inputs=from_struct(request.inputs), session_id=request.session_id, user_id=request.user_id,
             request_id=request.request_id, resume_run_id=request.resume_run_id,
             files=[InputFileData(f.name, f.mime_type, f.content, f.url) for f in request.files],
         )
         return await self._orchestrator.start_run(run_request, identity.tenant_id if identity else "",
                                                   identity.user_id if identity else "")
-
-    def _decoded_dsl(self, key: bytes, message: struct_pb2.Struct) -> dict:
-        """The inline DSL as a dict, decoded once per distinct DSL (the core only reads it: a load
-        copies it first), as the core loads it once (core/orchestrator.py, CANVAS_CACHE_SIZE)."""
-        dsl = self._dsls.hit(key)
-        return dsl if dsl is not None else self._dsls.keep(key, from_struct(message))
 
     async def _reattach(self, request: orchestrator_pb2.StreamRunEventsRequest) -> RunRecord:
         if request.after_seq < 0:

@@ -8,7 +8,7 @@ import copy
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +45,7 @@ class RunRequest:
     canvas_id: str = ""
     revision_id: str = ""
     dsl: dict[str, Any] | None = None
+    """An inline DSL (or see decode_dsl)."""
     query: str = ""
     inputs: dict[str, Any] = field(default_factory=dict)
     files: list[InputFileData] = field(default_factory=list)
@@ -54,16 +55,22 @@ class RunRequest:
     resume_run_id: str = ""
     """Resume this paused run (a run without a session, or its session's paused run)."""
     dsl_key: bytes = b""
-    """A canonical encoding of `dsl` (equal keys mean equal DSLs), or b"": lets a client that sends
-    the same inline DSL with every run skip its load and validation after the first."""
+    """A canonical encoding of the inline DSL (equal keys mean equal DSLs), or b"": lets a client that
+    sends the same inline DSL with every run skip its decoding, load and validation after the first."""
+    decode_dsl: Callable[[], dict[str, Any]] | None = None
+    """The inline DSL on demand, in place of `dsl`, for an adapter that holds it encoded: called only
+    when the DSL is loaded (its dsl_key is not cached), so a DSL seen before is not decoded either."""
 
 
-# Inline canvases loaded and validated, by RunRequest.dsl_key (least recently used dropped first).
-# Every run of a client that inlines its DSL would otherwise parse and validate it again (~0.2 ms,
-# the largest Python cost of starting a run). A loaded CanvasSpec is read-only to runs (components
-# copy params before changing them), so runs share it; the tool context it is checked against is
-# fixed per process. Only valid canvases are kept: a bad DSL is reported afresh every time.
+# Inline canvases loaded and validated, by RunRequest.dsl_key (least recently used dropped first):
+# the one cache of inline DSLs. Every run of a client that inlines its DSL would otherwise decode,
+# parse and validate it again (~0.2 ms, the largest Python cost of starting a run). A loaded
+# CanvasSpec is read-only to runs (components copy params before changing them), so runs share it;
+# the tool context it is checked against is fixed per process. Only valid canvases are kept: a bad
+# DSL is reported afresh every time. Only DSLs whose key is at most CACHEABLE_DSL_BYTES are kept:
+# 128 of the largest allowed DSLs would pin gigabytes; a larger one is loaded per run.
 CANVAS_CACHE_SIZE = 128
+CACHEABLE_DSL_BYTES = 256 * 1024
 
 
 def file_value(item: InputFileData) -> str:
@@ -172,18 +179,19 @@ class Orchestrator:
             raise FailedPreconditionError(
                 f"run {previous.id} is {previous.status.name}, not PAUSED: only a paused run can be resumed",
                 reason="NOT_PAUSED", metadata={"run_id": previous.id})
-        if previous is not None:
-            dsl, canvas_id, revision_id = previous.spec["dsl"], previous.canvas_id, previous.revision_id
-        elif request.dsl is not None:
-            dsl, canvas_id, revision_id = request.dsl, "", ""
+        if previous is not None:  # its DSL, even when the request inlines one
+            canvas_id, revision_id = previous.canvas_id, previous.revision_id
+            canvas = load_for_run(previous.spec["dsl"], self._tool_context())
+        elif request.dsl is not None or request.decode_dsl is not None:
+            canvas_id, revision_id = "", ""
+            canvas = self._inline_canvas(request)
         elif request.canvas_id or (session and session.canvas_id):
             canvas_id = request.canvas_id or session.canvas_id
             pinned = session.revision_id if session and session.canvas_id == canvas_id else ""
             dsl, revision_id = await self.store.get_canvas_dsl(canvas_id, request.revision_id or pinned)
+            canvas = load_for_run(dsl, self._tool_context())
         else:
             raise InvalidArgumentError.for_field("source", "give a canvas_id, an inline dsl or a session_id")
-        canvas = self._inline_canvas(request) if previous is None and request.dsl is not None and request.dsl_key \
-            else load_for_run(dsl, self._tool_context())
         pending = None
         if previous is not None:
             pending = list(session.state.get("pending") or []) if session else \
@@ -234,11 +242,13 @@ class Orchestrator:
         return created
 
     def _inline_canvas(self, request: RunRequest) -> CanvasSpec:
-        canvas = self._canvases.hit(request.dsl_key)
+        key = request.dsl_key if len(request.dsl_key) <= CACHEABLE_DSL_BYTES else b""
+        canvas = self._canvases.hit(key) if key else None
         if canvas is not None:
             return canvas
-        # raises for a bad DSL: nothing cached
-        return self._canvases.keep(request.dsl_key, load_for_run(request.dsl, self._tool_context()))
+        dsl = request.dsl if request.dsl is not None else request.decode_dsl()
+        canvas = load_for_run(dsl, self._tool_context())  # raises for a bad DSL: nothing cached
+        return self._canvases.keep(key, canvas) if key else canvas
 
     def _spec(self, canvas, request: RunRequest, session, previous: RunRecord | None,
               pending: list[str] | None) -> dict[str, Any]:
