@@ -102,3 +102,18 @@ async def test_a_follower_of_an_abandoned_run_continues_from_the_store_on_the_re
     events = seen + rest
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert finished(events)["status"] == RunStatus.SUCCEEDED
+
+
+async def test_stream_events_are_stream_batches_one_at_a_time_locally_and_from_the_store():
+    store = InMemoryRunStore()
+    orch = make_orchestrator(store, ScriptedLlm({"m": [[("text", "hello "), ("text", "world")]]}))
+    record = await orch.start_run(RunRequest(dsl=_canvas(), query="q"))
+    batches = orch.stream_batches(record.id)  # both take the live feed now
+    events = orch.stream_events(record.id)
+    local = [b async for b in batches]
+    assert [e.seq for b in local for e in b] == [e.seq async for e in events]
+    assert len(local) < local[-1][-1].seq  # grouped by commit
+    await orch.wait_idle()
+    stored = await _all(orch.stream_batches(record.id, after_seq=1))  # ended: from the store
+    assert [[e.seq] for e in (await store.list_events(record.id))[1:]] == [[e.seq for e in b] for b in stored]
+    assert [e.seq for e in await _all(orch.stream_events(record.id, after_seq=1))] == [b[0].seq for b in stored]

@@ -84,6 +84,12 @@ def file_value(item: InputFileData) -> str:
     return item.content.decode("utf-8", "replace")
 
 
+async def _each(batches: AsyncIterator[list[Event]]) -> AsyncIterator[Event]:
+    async for batch in batches:
+        for event in batch:
+            yield event
+
+
 class Orchestrator:
     def __init__(self, store: RunStore, services: Services, settings: LoopSettings, *, takeover_interval_s: float = 2.0,
                  admission: Admission | None = None):
@@ -280,26 +286,18 @@ class Orchestrator:
                         resume_claim=secrets.token_hex(8))  # tells our continuation from a concurrent one
         return spec
 
-    def stream_events(self, run_id: str, after_seq: int = 0) -> AsyncIterator[Event]:
-        """Persisted events after `after_seq`, then new ones, up to the terminal one. A run executing
-        here is followed through its local feed (taken now, so a run that ends before the caller
-        iterates is still served), anything else through the store."""
-        feed = self._feeds.get(run_id)
-        if feed is None:
-            return self.store.watch_events(run_id, after_seq)
-        return self._follow(feed, run_id, after_seq)
-
     def stream_batches(self, run_id: str, after_seq: int = 0) -> AsyncIterator[list[Event]]:
-        """stream_events, grouped as the events were committed (one batch per store commit when local)."""
-        feed = self._feeds.get(run_id)
-        return self._follow_batches(feed, run_id, after_seq)
+        """Persisted events after `after_seq`, then new ones, up to the terminal one, grouped as they
+        were committed (one batch per store commit while followed locally, one event per batch from the
+        store). A run executing here is followed through its local feed (taken now, so a run that ends
+        before the caller iterates is still served), anything else through the store."""
+        return self._follow(self._feeds.get(run_id), run_id, after_seq)
 
-    async def _follow(self, feed: RunFeed, run_id: str, after_seq: int) -> AsyncIterator[Event]:
-        async for batch in self._follow_batches(feed, run_id, after_seq):
-            for event in batch:
-                yield event
+    def stream_events(self, run_id: str, after_seq: int = 0) -> AsyncIterator[Event]:
+        """stream_batches one event at a time (the feed is taken now, as there)."""
+        return _each(self.stream_batches(run_id, after_seq))
 
-    async def _follow_batches(self, feed: RunFeed | None, run_id: str, after_seq: int) -> AsyncIterator[list[Event]]:
+    async def _follow(self, feed: RunFeed | None, run_id: str, after_seq: int) -> AsyncIterator[list[Event]]:
         last = after_seq
         if feed is not None:
             async for batch in feed.follow(after_seq):
