@@ -78,7 +78,7 @@ class CanvasRepository:
         self._db = db
         self._keep_drafts = keep_draft_revisions
         self._point_read = PointRead(db, _CANVAS_COLUMNS, canvases.c.id)
-        self._quick_update = ConditionalUpdate(db, canvases, _CANVAS_COLUMNS, where=lambda t: t.c.delete_time == 0)
+        self._quick_update = ConditionalUpdate(db, canvases, self._point_read, where=lambda t: t.c.delete_time == 0)
 
     # ---- reads -----------------------------------------------------------------------------------
 

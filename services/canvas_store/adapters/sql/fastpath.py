@@ -93,6 +93,7 @@ class PointRead:
 
     def __init__(self, db: Database, columns: Sequence[sa.Column], key: sa.Column):
         self._db = db
+        self.columns = list(columns)
         self._statement = _Compiled(db, sa.select(*columns).where(key == sa.bindparam("b_id")))
         self.decode = RowDecoder(columns)
 
@@ -127,18 +128,19 @@ class PointRead:
 class ConditionalUpdate:
     """`UPDATE <table> SET <fields> WHERE id = :b_id AND etag = :b_etag [AND extra] RETURNING <columns>`.
 
-    One compiled statement per set of assigned columns. Where the database lacks UPDATE ... RETURNING
-    (MariaDB/MySQL) the row is read back with `PointRead` in the same transaction instead.
+    One compiled statement per set of assigned columns. It returns the columns of `read`, the table's
+    point read by id; where the database lacks UPDATE ... RETURNING (MariaDB/MySQL), `read` itself reads
+    the row back in the same transaction.
     """
 
-    def __init__(self, db: Database, table: sa.Table, columns: Sequence[sa.Column], *,
+    def __init__(self, db: Database, table: sa.Table, read: PointRead, *,
                  where: Callable[[sa.Table], Any] | None = None):
         self._db = db
         self._table = table
-        self._columns = list(columns)
+        self._columns = read.columns
         self._where = where
         self._returning = db.engine.dialect.update_returning
-        self._read = PointRead(db, columns, table.c.id)
+        self._read = read
         self._compiled: dict[frozenset[str], _Compiled] = {}
 
     def _statement(self, fields: frozenset[str]) -> _Compiled:
