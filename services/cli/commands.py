@@ -151,7 +151,8 @@ async def canvas(config: Config, args: argparse.Namespace) -> int:
             expires = reply.canvas.expire_time.ToDatetime().isoformat(timespec="seconds") + "Z"
             print(f"{reply.canvas.id}\tdeleted\trestorable until {expires}")
         elif args.canvas_command == "undelete":
-            item = await stub.UndeleteCanvas(canvas_store_pb2.UndeleteCanvasRequest(id=args.id), metadata=metadata)
+            item = await stub.UndeleteCanvas(canvas_store_pb2.UndeleteCanvasRequest(id=args.id, etag=args.etag),
+                                             metadata=metadata)
             print(f"{item.id}\trestored\t{item.title}")
         elif args.canvas_command == "export":
             item = await stub.GetCanvas(canvas_store_pb2.GetCanvasRequest(id=args.id), metadata=metadata)

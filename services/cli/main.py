@@ -3,7 +3,8 @@
     agent-canvas up [--config FILE]                      all four services as child processes
     agent-canvas serve store|orchestrator|gateway|sandbox
     agent-canvas run FILE|--canvas ID --query Q [--inputs JSON] [--session ID] [--json]
-    agent-canvas canvas import FILE... | list [--show-deleted] | get ID | export ID [-o FILE] | delete ID | undelete ID
+    agent-canvas canvas import FILE... | list [--show-deleted] | get ID | export ID [-o FILE]
+                        | delete ID [--etag E] | undelete ID [--etag E]
     agent-canvas kb add FILES... | list | remove ID...
     agent-canvas chat [--model M] PROMPT
     agent-canvas exec [--lang python|nodejs] FILE | -c CODE [--args JSON]
@@ -85,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     delete.add_argument("--etag", default="", help="only if the canvas still has this etag")
     undelete = canvas_commands.add_parser("undelete", help="restore a soft-deleted canvas")
     undelete.add_argument("id")
+    undelete.add_argument("--etag", default="", help="only if the deleted canvas still has this etag (canvas get ID)")
     for sub in (imp, lst, get, exp, delete, undelete):
         _common(sub)
         _stack_mode(sub)

@@ -71,19 +71,23 @@ async def test_lease_is_exclusive_and_fenced(store):
     assert got.last_seq == 0 and got.lease.holder == "b" and got.lease.token == 2
 
 
+async def _until_wall_clock_passes(instant_ms: int) -> None:
+    """Returns once this host's wall clock is past `instant_ms`: the store runs on the same host and
+    compares lease expiry times with that clock, so afterwards the lease is expired for it too,
+    however slowly the machine ran (no guessed duration)."""
+    while (now := time.time_ns() // 1_000_000) <= instant_ms:
+        await asyncio.sleep((instant_ms - now + 1) / 1000)
+
+
 async def test_expired_lease_can_be_taken_over(store):
     run = await _new_run(store)
     old = await store.service.AcquireRunLease(pb.AcquireRunLeaseRequest(run_id=run.id, holder="dying", ttl_ms=150))
     await store.service.CommitRunStep(pb.CommitRunStepRequest(run_id=run.id, lease_token=old.token,
                                                               events=_events("workflow_started"), status=RUNNING))
-    deadline = time.monotonic() + 10
-    while True:  # poll until the lease shows up as expired (no fixed sleep)
-        expired = await store.service.ListRunRecords(pb.ListRunRecordsRequest(
-            statuses=[RUNNING], lease_expired_only=True, page_size=100))
-        if run.id in [r.id for r in expired.runs]:
-            break
-        assert time.monotonic() < deadline, "lease never expired"
-        await asyncio.sleep(0.05)
+    await _until_wall_clock_passes(old.expire_time.ToMilliseconds())
+    expired = await store.service.ListRunRecords(pb.ListRunRecordsRequest(
+        statuses=[RUNNING], lease_expired_only=True, page_size=100))
+    assert run.id in [r.id for r in expired.runs]
     new = await store.service.AcquireRunLease(pb.AcquireRunLeaseRequest(run_id=run.id, holder="survivor"))
     assert new.token == old.token + 1
     await expect_code(store.service.CommitRunStep(pb.CommitRunStepRequest(
@@ -169,8 +173,9 @@ async def test_cancel_flag_reaches_the_lease_holder(store):
     assert second.cancel_requested and second.first_seq == 0 and second.last_seq == 1
 
 
-async def _collect(stream, into: list) -> None:
-    async for event in stream:
+async def _collect(call, into: list) -> None:
+    # read(), not `async for`: grpc refuses to mix the two on one call, and some tests read() first.
+    while (event := await call.read()) != grpc.aio.EOF:
         into.append(event)
 
 
@@ -179,14 +184,11 @@ async def test_watch_replays_then_follows_until_terminal(store):
     lease = await store.service.AcquireRunLease(pb.AcquireRunLeaseRequest(run_id=run.id, holder="a"))
     await store.service.CommitRunStep(pb.CommitRunStepRequest(run_id=run.id, lease_token=lease.token,
                                                               events=_events("one", "two")))
-    received: list[pb.StoredRunEvent] = []
-    watcher = asyncio.create_task(_collect(store.alice.WatchRunEvents(pb.WatchRunEventsRequest(run_id=run.id, after_seq=1)),
-                                           received))
-    deadline = time.monotonic() + 10
-    while not received:  # the replayed event arrives first
-        assert time.monotonic() < deadline
-        await asyncio.sleep(0.01)
+    call = store.alice.WatchRunEvents(pb.WatchRunEventsRequest(run_id=run.id, after_seq=1))
+    # The replayed event arrives first; reading it proves the watch is attached before the next commits.
+    received: list[pb.StoredRunEvent] = [await asyncio.wait_for(call.read(), 10)]
     assert [e.seq for e in received] == [2]
+    watcher = asyncio.create_task(_collect(call, received))
     await store.service.CommitRunStep(pb.CommitRunStepRequest(run_id=run.id, lease_token=lease.token,
                                                               events=_events("three")))
     await store.service.CommitRunStep(pb.CommitRunStepRequest(
@@ -211,9 +213,13 @@ async def test_watch_sees_commits_made_through_another_store_process(store, tmp_
         reader = Client(canvas_store_pb2_grpc.CanvasStoreStub(channel), "t-alice")
         run = await _new_run(store)
         lease = await store.service.AcquireRunLease(pb.AcquireRunLeaseRequest(run_id=run.id, holder="writer"))
-        received: list[pb.StoredRunEvent] = []
-        watcher = asyncio.create_task(_collect(reader.WatchRunEvents(pb.WatchRunEventsRequest(run_id=run.id)), received))
-        for n in range(3):
+        await store.service.CommitRunStep(pb.CommitRunStepRequest(run_id=run.id, lease_token=lease.token,
+                                                                  events=_events("e0")))
+        call = reader.WatchRunEvents(pb.WatchRunEventsRequest(run_id=run.id))
+        # Once the first event is read the watch is attached, so the later commits cannot arrive as replay.
+        received: list[pb.StoredRunEvent] = [await asyncio.wait_for(call.read(), 10)]
+        watcher = asyncio.create_task(_collect(call, received))
+        for n in range(1, 3):
             await store.service.CommitRunStep(pb.CommitRunStepRequest(run_id=run.id, lease_token=lease.token,
                                                                       events=_events(f"e{n}")))
         await store.service.CommitRunStep(pb.CommitRunStepRequest(

@@ -1,8 +1,9 @@
-"""`agent-canvas canvas delete | undelete | list --show-deleted` through the CLI entry point, with the store
+"""`agent-canvas canvas delete | undelete [--etag] | list --show-deleted` through the CLI entry point, with the store
 booted in-process on SQLite (--embedded)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from services.cli.main import main
@@ -34,3 +35,29 @@ def test_delete_list_show_deleted_undelete(tmp_path, monkeypatch, capsys):
     assert _listed(capsys) == [[canvas_id, "AGENT", title]]
     assert main(["canvas", "undelete", canvas_id, "--embedded"]) == 2  # not deleted
     assert "ALREADY_EXISTS" in capsys.readouterr().err
+
+
+def _etag(capsys, canvas_id: str) -> str:
+    assert main(["canvas", "get", canvas_id, "--embedded"]) == 0
+    return json.loads(capsys.readouterr().out)["etag"]
+
+
+def test_undelete_with_etag_refuses_a_stale_one(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("AGENT_CANVAS_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.delenv("CANVAS_STORE_ADDR", raising=False)
+    assert main(["canvas", "import", str(HELLO), "--embedded"]) == 0
+    canvas_id, title = capsys.readouterr().out.strip().split("\t")
+    before_delete = _etag(capsys, canvas_id)
+    assert main(["canvas", "delete", canvas_id, "--etag", before_delete, "--embedded"]) == 0
+    capsys.readouterr()
+    deleted = _etag(capsys, canvas_id)
+    assert deleted != before_delete  # the delete is a write: the canvas got a new etag
+
+    assert main(["canvas", "undelete", canvas_id, "--etag", before_delete, "--embedded"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: ABORTED: canvas {canvas_id!r} has changed since etag {before_delete!r} was read")
+    assert _listed(capsys, "--show-deleted") == [[canvas_id, "AGENT", title, "deleted"]]  # still deleted
+
+    assert main(["canvas", "undelete", canvas_id, "--etag", deleted, "--embedded"]) == 0
+    assert capsys.readouterr().out.strip() == f"{canvas_id}\trestored\t{title}"
+    assert _listed(capsys) == [[canvas_id, "AGENT", title]]

@@ -136,17 +136,19 @@ async def test_stop_lets_an_open_stream_finish(probe_server):
     first = await call.read()
     assert first.WhichOneof("event") == "started"
     stopping = asyncio.create_task(running.stop(30))
-    # Draining: new calls are refused while the open stream is still alive.
-    refused = None
-    for _ in range(500):
+    # Draining: new calls are refused while the open stream is still alive. The stop runs in its own
+    # task and nothing reports when the gRPC server has begun refusing, so poll with a generous deadline.
+    deadline = asyncio.get_running_loop().time() + 30
+    while True:
         try:
-            await stub.ListRuntimes(sandbox_pb2.ListRuntimesRequest(), metadata=_auth("t-alice"))
+            await stub.ListRuntimes(sandbox_pb2.ListRuntimesRequest(), metadata=_auth("t-alice"), timeout=10)
         except grpc.aio.AioRpcError as exc:
             refused = exc.code()
             break
+        assert asyncio.get_running_loop().time() < deadline, "new calls were still served while draining"
         await asyncio.sleep(0.01)
     assert refused in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
-    assert not probe.release.is_set()
+    assert not call.done() and not stopping.done()  # the open stream holds the stop back
     probe.release.set()
     last = await call.read()
     assert last.WhichOneof("event") == "exit"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import signal
 import socket
 import sys
@@ -17,6 +18,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from services.common.auth import ensure_local_token
 from services.common.health import wait_until_serving
+from services.sandbox.core.settings import SandboxSettings
+from tests.sandbox.harness import BLOCKING_PYTHON, release_local
 
 ROOT = Path(__file__).resolve().parents[2]
 PROTO_SERVICES = {"store": "agentcanvas.v1.CanvasStore", "orchestrator": "agentcanvas.v1.Orchestrator",
@@ -58,17 +61,35 @@ async def test_serves_health_and_exits_zero_on_sigterm(name, tmp_path):
 async def test_sigterm_lets_an_open_stream_finish(tmp_path):
     process, address = await _serve("sandbox", tmp_path)
     token = ensure_local_token(tmp_path)
-    code = "import time\nprint('started', flush=True)\ntime.sleep(3)\nprint('finished', flush=True)\n"
-    async with grpc.aio.insecure_channel(address) as channel:
-        call = sandbox_pb2_grpc.SandboxStub(channel).Execute(
-            sandbox_pb2.ExecuteRequest(language="python", code=code, mode=sandbox_pb2.EXEC_MODE_SCRIPT),
-            metadata=[("authorization", f"Bearer {token}")])
-        events = []
-        async for event in call:
-            events.append(event)
-            if event.WhichOneof("event") == "stdout" and b"started" in event.stdout.data:
-                process.send_signal(signal.SIGTERM)
+    job = secrets.token_hex(4)
+    try:
+        async with grpc.aio.insecure_channel(address) as channel:
+            health = health_pb2_grpc.HealthStub(channel).Watch(
+                health_pb2.HealthCheckRequest(service=PROTO_SERVICES["sandbox"]))
+            assert (await asyncio.wait_for(health.read(), 30)).status == health_pb2.HealthCheckResponse.SERVING
+            call = sandbox_pb2_grpc.SandboxStub(channel).Execute(
+                sandbox_pb2.ExecuteRequest(language="python", code=BLOCKING_PYTHON.format(token=job),
+                                           mode=sandbox_pb2.EXEC_MODE_SCRIPT,
+                                           limits=sandbox_pb2.ResourceLimits(wall_time_ms=120_000)),
+                metadata=[("authorization", f"Bearer {token}")])
+            events = []
+            while not any(e.WhichOneof("event") == "stdout" for e in events):
+                events.append(await asyncio.wait_for(call.read(), 60))
+            process.send_signal(signal.SIGTERM)
+            # The job blocks until released, so it is certainly still running once the server drains.
+            while (await asyncio.wait_for(health.read(), 30)).status != health_pb2.HealthCheckResponse.NOT_SERVING:
+                pass
+            health.cancel()  # an open watch would hold the drain back for the whole grace period
+            assert not call.done()
+            release_local(SandboxSettings.from_section({}).work_root_path / "jobs", job)
+            while (event := await asyncio.wait_for(call.read(), 60)) != grpc.aio.EOF:
+                events.append(event)
+        code = await asyncio.wait_for(process.wait(), timeout=60)
+    finally:
+        if process.returncode is None:  # a failure above must not leave the server running
+            process.kill()
+            await process.wait()
     stdout = b"".join(e.stdout.data for e in events if e.WhichOneof("event") == "stdout")
-    assert b"finished" in stdout
+    assert b"second" in stdout
     assert events[-1].exit.reason == sandbox_pb2.EXIT_REASON_OK
-    assert await asyncio.wait_for(process.wait(), timeout=60) == 0
+    assert code == 0

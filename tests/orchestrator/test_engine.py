@@ -82,6 +82,7 @@ async def test_slow_branch_does_not_delay_the_other_branch():
 async def test_concurrency_is_bounded():
     active = 0
     peak = 0
+    full = asyncio.Event()
 
     class Counting:
         async def chat_stream(self, request):
@@ -89,7 +90,11 @@ async def test_concurrency_is_bounded():
             nonlocal active, peak
             active += 1
             peak = max(peak, active)
-            await asyncio.sleep(0.01)
+            if active == 3:
+                full.set()
+            # The first calls hold their slots until three run at once, so the cap is reached however
+            # the machine schedules them; with fewer slots the wait times out and the run fails.
+            await asyncio.wait_for(full.wait(), 30)
             active -= 1
             yield ChatChunk("text", "x")
             yield ChatChunk("finish")
@@ -97,8 +102,8 @@ async def test_concurrency_is_bounded():
     branches = {f"l{i}": {"type": "LLM", "params": {"llm_id": "m"}, "down": ["end"]} for i in range(10)}
     doc = dsl({"begin": {"type": "Begin", "down": list(branches)}, **branches, "end": noop()})
     _, events = await run_dsl(make_orchestrator(llm=Counting(), max_concurrency=3), doc, "q")
-    assert finished(events)["status"] == RunStatus.SUCCEEDED
     assert peak == 3
+    assert finished(events)["status"] == RunStatus.SUCCEEDED
 
 
 async def test_event_order_is_deterministic_for_the_same_completion_order():

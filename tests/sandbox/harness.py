@@ -20,6 +20,7 @@ from services.common.settings import Config
 from services.common.structs import from_value, to_struct
 from services.sandbox.app import build_definition
 from services.sandbox.core.service import Sandbox
+from services.sandbox.core.supervisor import drain_teardowns
 
 TOKEN = "t-sandbox-tests"
 METADATA = [("authorization", f"Bearer {TOKEN}")]
@@ -90,8 +91,11 @@ class SandboxUnderTest:
         return outcome
 
     async def no_leftovers(self, timeout_s: float = 30.0) -> None:
-        """Polls until nothing but live pool workers exists: no stray process, cgroup, dir or container."""
+        """Waits until nothing but live pool workers exists: no stray process, cgroup, dir or container."""
         deadline = time.monotonic() + timeout_s
+        # Every clean-up the server has begun ends here. The host is still polled after it: a cancelled
+        # call's clean-up starts only once the server sees the cancel, and a busy cgroup is the reaper's.
+        await asyncio.wait_for(drain_teardowns(), timeout_s)
         problems: list[str] = []
         while time.monotonic() < deadline:
             problems = await asyncio.to_thread(self._leftovers)
@@ -173,6 +177,9 @@ async def stop_sandbox(under_test: SandboxUnderTest) -> None:
     await under_test.running.stop(5)
 
 
+# Blocks until the host creates `release` (see release()): a job that is certainly still running
+# whenever the test acts. It polls for the file because nothing the host can do on both backends
+# (a bind-mounted directory, a copy into a container) wakes a blocked reader; its wall time bounds it.
 BLOCKING_PYTHON = """
 import os, socket, time
 open('ready-{token}', 'w').write('1')
@@ -183,14 +190,20 @@ print('second')
 """
 
 
+def release_local(jobs_dir: Path, token: str) -> None:
+    """Creates `release` in the directory of the local-backend job that wrote ready-<token>."""
+    for entry in jobs_dir.iterdir():
+        if (entry / f"ready-{token}").exists():
+            (entry / "release").write_text("go")
+            return
+    raise AssertionError(f"job directory with ready-{token} not found")
+
+
 async def release(under_test: SandboxUnderTest, token: str, hostname: str) -> None:
     """Creates `release` in the job's working directory from the host side."""
     if under_test.name == "local":
-        for entry in under_test.backend.jobs_dir.iterdir():
-            if (entry / f"ready-{token}").exists():
-                (entry / "release").write_text("go")
-                return
-        raise AssertionError(f"job directory with ready-{token} not found")
+        release_local(under_test.backend.jobs_dir, token)
+        return
     import io
     import tarfile
 

@@ -51,18 +51,21 @@ async def test_unlimited_never_refuses():
 
 async def test_redis_slots_are_shared_expire_and_are_adopted():
     tenant = f"t-{uuid.uuid4().hex}"
-    replica_a = Admission(RedisSlots(REDIS_URL), limit=2, slot_ttl_ms=400)
-    replica_b = Admission(RedisSlots(REDIS_URL), limit=2, slot_ttl_ms=400)
+    # A's slots lapse 2 s after their last renewal: ample time for the cap checks below before that
+    # happens. B's TTL outlasts the test, so B's slot cannot lapse too on a slow machine (which would
+    # let "one slot left" be reached without A's slot having lapsed). Only B acquires once B holds a
+    # slot: an acquire sets the key's TTL to the acquirer's.
+    replica_a = Admission(RedisSlots(REDIS_URL), limit=2, slot_ttl_ms=2000)
+    replica_b = Admission(RedisSlots(REDIS_URL), limit=2, slot_ttl_ms=600_000)
     try:
         await replica_a.admit(tenant, "p1")
         await replica_a.rename(tenant, "p1", "run-1")
         await replica_b.admit(tenant, "run-2")
         with pytest.raises(ResourceExhaustedError):
             await replica_b.admit(tenant, "run-3")
-        await replica_a.admit(tenant, "run-1")  # re-admitting a run that holds a slot is not a new slot
-        # replica A dies: nothing renews run-1, which lapses; B keeps renewing run-2.
-        replica_b.start()
-        deadline = asyncio.get_running_loop().time() + 10
+        await replica_b.admit(tenant, "run-2")  # re-admitting a run that holds a slot is not a new slot
+        # replica A dies: nothing renews run-1, which lapses by Redis' own clock (poll with a deadline).
+        deadline = asyncio.get_running_loop().time() + 30
         while await replica_b.slots.count(tenant) != 1:
             assert asyncio.get_running_loop().time() < deadline, "the dead replica's slot never lapsed"
             await asyncio.sleep(0.05)
