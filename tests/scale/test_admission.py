@@ -53,8 +53,7 @@ async def test_redis_slots_are_shared_expire_and_are_adopted():
     tenant = f"t-{uuid.uuid4().hex}"
     # A's slots lapse 2 s after their last renewal: ample time for the cap checks below before that
     # happens. B's TTL outlasts the test, so B's slot cannot lapse too on a slow machine (which would
-    # let "one slot left" be reached without A's slot having lapsed). Only B acquires once B holds a
-    # slot: an acquire sets the key's TTL to the acquirer's.
+    # let "one slot left" be reached without A's slot having lapsed).
     replica_a = Admission(RedisSlots(REDIS_URL), limit=2, slot_ttl_ms=2000)
     replica_b = Admission(RedisSlots(REDIS_URL), limit=2, slot_ttl_ms=600_000)
     try:
@@ -85,3 +84,23 @@ def test_settings_validate_the_admission_keys():
         OrchestratorSettings.from_section({"max_runs_per_tenant": -1})
     with pytest.raises(InvalidArgumentError):
         OrchestratorSettings.from_section({"admission_slot_ttl_ms": 10})
+
+
+async def test_redis_a_short_slot_ttl_does_not_expire_other_replicas_slots():
+    tenant = f"t-{uuid.uuid4().hex}"
+    # Replicas may be configured with different slot TTLs: the key holding every replica's slots must
+    # live as long as its longest slot, whichever replica acquired last.
+    long_lived = Admission(RedisSlots(REDIS_URL), limit=5, slot_ttl_ms=600_000)
+    short_lived = Admission(RedisSlots(REDIS_URL), limit=5, slot_ttl_ms=300)
+    try:
+        await long_lived.admit(tenant, "run-long")
+        await short_lived.admit(tenant, "run-short")
+        deadline = asyncio.get_running_loop().time() + 30
+        while (count := await long_lived.slots.count(tenant)) == 2:  # until the short slot lapses
+            assert asyncio.get_running_loop().time() < deadline, "the short slot never lapsed"
+            await asyncio.sleep(0.05)
+        assert count == 1  # the long-lived slot is still held
+    finally:
+        await long_lived.release(tenant, "run-long")
+        await long_lived.close()
+        await short_lived.close()

@@ -3,7 +3,8 @@
 One sorted set per tenant (`<prefix><tenant>`): member = run id, score = expiry in ms of Redis' own
 clock (TIME), so replicas need no synchronised clocks. Acquire is one Lua script (atomic: drop
 expired members, count, add); renewals are one pipelined ZADD per tenant. The key itself expires
-with its last slot. A Redis failure surfaces as UnavailableError (admission fails closed).
+with its last slot: every script only ever extends its TTL, so a replica configured with a shorter
+slot TTL cannot expire the slots of the others. A Redis failure surfaces as UnavailableError (admission fails closed).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ if redis.call('ZSCORE', KEYS[1], ARGV[1]) == false and redis.call('ZCARD', KEYS[
   return 0
 end
 redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
-redis.call('PEXPIRE', KEYS[1], ttl)
+if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
 return 1
 """
 
