@@ -17,7 +17,7 @@ provider-specific and drops only that per-call machinery:
   litellm's typed error; `reasoning` is renamed by its dict-level mapper) - plain deltas are read as
   dicts instead of building a pydantic ModelResponseStream per chunk (~12 us each);
 * HTTP errors become litellm exceptions via the config's `get_error_class` and litellm's
-  `exception_type`, so retry classification (`litellm_provider._classify`) is the same on both paths.
+  `exception_type`, so retry classification (`litellm_mapping.to_provider_error`) is the same on both paths.
 
 Everything else (other providers, non-streamed calls, configs that fake streaming) goes through
 `LitellmProvider` (full `litellm.acompletion`). Config: `gateway.litellm_direct` (default true).
@@ -34,8 +34,9 @@ from typing import Any
 
 import httpx
 
-from services.llm_gateway.adapters.litellm_provider import LitellmProvider, _safe_message, _usage, load_litellm
-from services.llm_gateway.core.types import ErrorKind, ProviderCall, ProviderChunk, ProviderError, ToolCallDelta, Usage
+from services.llm_gateway.adapters.litellm_mapping import safe_message, to_provider_error, to_tool_deltas, to_usage
+from services.llm_gateway.adapters.litellm_provider import LitellmProvider
+from services.llm_gateway.core.types import ErrorKind, ProviderCall, ProviderChunk, ProviderError, Usage
 
 logger = logging.getLogger(__name__)
 
@@ -128,17 +129,16 @@ class LitellmDirectProvider:
     # -- the call --------------------------------------------------------------------------------
     async def stream(self, call: ProviderCall) -> AsyncIterator[ProviderChunk]:
         if self._litellm is None:
-            self._litellm = await asyncio.to_thread(load_litellm)
-            self.fallback._litellm = self._litellm
+            self._litellm = await self.fallback.load()
         route = self._route(call) if call.stream else None
         request = None
         if route is not None:
             try:
                 request = self._request(call, route)
             except tuple(self._litellm.exceptions.LITELLM_EXCEPTION_TYPES) as exc:
-                raise self.fallback._translate(exc, call) from None
+                raise to_provider_error(exc, call, self._litellm) from None
             except (ValueError, TypeError, KeyError, AttributeError) as exc:  # litellm's validation of our params
-                raise ProviderError(ErrorKind.BAD_REQUEST, _safe_message(exc, call)) from None
+                raise ProviderError(ErrorKind.BAD_REQUEST, safe_message(exc, call)) from None
         if request is None:  # not an OpenAI-format stream, or litellm would bridge it to the Responses API
             async for chunk in self.fallback.stream(call):
                 yield chunk
@@ -153,7 +153,7 @@ class LitellmDirectProvider:
             raise ProviderError(ErrorKind.INCOMPLETE_STREAM, "the stream ended without a finish reason") from None
         except Exception as exc:
             mapped = self._litellm_exception(exc, route)
-            raise self.fallback._translate(mapped, call) from None
+            raise to_provider_error(mapped, call, self._litellm) from None
 
     def _litellm_exception(self, exc: Exception, route: _Route) -> BaseException:
         """litellm's own mapping (exception_type) from a provider/httpx error to its exception classes."""
@@ -297,7 +297,7 @@ def _parse(raw: dict[str, Any], handler: Any) -> ProviderChunk | None:
         handler.chunk_parser(raw)  # litellm raises its typed error for these events
     usage = raw.get("usage")
     if not choices:
-        return ProviderChunk(usage=_usage(usage)) if usage else None
+        return ProviderChunk(usage=to_usage(usage)) if usage else None
     handler._map_reasoning_to_reasoning_content(choices)  # vLLM/GLM `reasoning` -> reasoning_content
     choice = choices[0]
     delta = choice.get("delta") or {}
@@ -308,14 +308,6 @@ def _parse(raw: dict[str, Any], handler: Any) -> ProviderChunk | None:
         finish = map_finish_reason(finish)
     calls = delta.get("tool_calls")
     return ProviderChunk(content=delta.get("content") or "", reasoning=delta.get("reasoning_content") or "",
-                         tool_calls=_tool_deltas(calls) if calls else [], finish_reason=finish,
-                         usage=_usage(usage) if usage else None)
+                         tool_calls=to_tool_deltas(calls) if calls else [], finish_reason=finish,
+                         usage=to_usage(usage) if usage else None)
 
-
-def _tool_deltas(raw_calls: list[dict[str, Any]]) -> list[ToolCallDelta]:
-    out = []
-    for raw in raw_calls:
-        function = raw.get("function") or {}
-        out.append(ToolCallDelta(index=raw.get("index"), id=raw.get("id") or None, name=function.get("name") or None,
-                                 arguments=function.get("arguments") or None))
-    return out
