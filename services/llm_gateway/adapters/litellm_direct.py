@@ -17,7 +17,9 @@ provider-specific and drops only that per-call machinery:
   litellm's typed error; `reasoning` is renamed by its dict-level mapper) - plain deltas are read as
   dicts instead of building a pydantic ModelResponseStream per chunk (~12 us each);
 * HTTP errors become litellm exceptions via the config's `get_error_class` and litellm's
-  `exception_type`, so retry classification (`litellm_provider._classify`) is the same on both paths.
+  `exception_type`, so retry classification (`litellm_mapping.to_provider_error`) is the same on both paths;
+* the pooled client belongs to the event loop that opened its connections: calls from another loop get
+  a new client and the old one is closed (on its own loop while that loop still runs).
 
 Everything else (other providers, non-streamed calls, configs that fake streaming) goes through
 `LitellmProvider` (full `litellm.acompletion`). Config: `gateway.litellm_direct` (default true).
@@ -26,6 +28,7 @@ Everything else (other providers, non-streamed calls, configs that fake streamin
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -34,8 +37,9 @@ from typing import Any
 
 import httpx
 
-from services.llm_gateway.adapters.litellm_provider import LitellmProvider, _safe_message, _usage, load_litellm
-from services.llm_gateway.core.types import ErrorKind, ProviderCall, ProviderChunk, ProviderError, ToolCallDelta, Usage
+from services.llm_gateway.adapters.litellm_mapping import safe_message, to_provider_error, to_tool_deltas, to_usage
+from services.llm_gateway.adapters.litellm_provider import LitellmProvider
+from services.llm_gateway.core.types import ErrorKind, ProviderCall, ProviderChunk, ProviderError, Usage
 
 logger = logging.getLogger(__name__)
 
@@ -67,8 +71,8 @@ class LitellmDirectProvider:
         self.fallback = fallback or LitellmProvider()
         self._max_connections = max_connections
         self._routes: dict[tuple[str, str | None], _Route | None] = {}
-        self._client: httpx.AsyncClient | None = None
-        self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._pool: tuple[httpx.AsyncClient, asyncio.AbstractEventLoop] | None = None
+        """The pooled client and the event loop its connections belong to."""
         self._litellm: Any = None
         self._optional_cache: dict[tuple[str, str, str | None, str], str] = {}
         self.direct_calls = 0
@@ -77,10 +81,16 @@ class LitellmDirectProvider:
     def cost_usd(self, model: str, usage: Usage) -> float:
         return self.fallback.cost_usd(model, usage)
 
+    @property
+    def pooled_client(self) -> httpx.AsyncClient | None:
+        """The client of the loop that made the last direct call; None before the first and after aclose()
+        (tests check that a client left behind by another loop is closed)."""
+        return self._pool[0] if self._pool else None
+
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await _close(*pool)
 
     # -- routing ---------------------------------------------------------------------------------
     def _route(self, call: ProviderCall) -> _Route | None:
@@ -116,29 +126,32 @@ class LitellmDirectProvider:
             return None
         return _Route(model=model, provider=provider, api_base=api_base, config=config, handler=handler)
 
-    def _http(self) -> httpx.AsyncClient:
+    async def _http(self) -> httpx.AsyncClient:
         # One client per event loop: pooled connections belong to the loop that opened them.
         loop = asyncio.get_running_loop()
-        if self._client is None or self._client_loop is not loop:
-            limits = httpx.Limits(max_connections=self._max_connections, max_keepalive_connections=self._max_connections)
-            self._client = httpx.AsyncClient(limits=limits, timeout=None)
-            self._client_loop = loop
-        return self._client
+        pool = self._pool
+        if pool is not None and pool[1] is loop:
+            return pool[0]
+        limits = httpx.Limits(max_connections=self._max_connections, max_keepalive_connections=self._max_connections)
+        client = httpx.AsyncClient(limits=limits, timeout=None)
+        self._pool = (client, loop)  # before the await below: concurrent calls on this loop share this client
+        if pool is not None:
+            await _close(*pool)
+        return client
 
     # -- the call --------------------------------------------------------------------------------
     async def stream(self, call: ProviderCall) -> AsyncIterator[ProviderChunk]:
         if self._litellm is None:
-            self._litellm = await asyncio.to_thread(load_litellm)
-            self.fallback._litellm = self._litellm
+            self._litellm = await self.fallback.load()
         route = self._route(call) if call.stream else None
         request = None
         if route is not None:
             try:
                 request = self._request(call, route)
             except tuple(self._litellm.exceptions.LITELLM_EXCEPTION_TYPES) as exc:
-                raise self.fallback._translate(exc, call) from None
+                raise to_provider_error(exc, call, self._litellm) from None
             except (ValueError, TypeError, KeyError, AttributeError) as exc:  # litellm's validation of our params
-                raise ProviderError(ErrorKind.BAD_REQUEST, _safe_message(exc, call)) from None
+                raise ProviderError(ErrorKind.BAD_REQUEST, safe_message(exc, call)) from None
         if request is None:  # not an OpenAI-format stream, or litellm would bridge it to the Responses API
             async for chunk in self.fallback.stream(call):
                 yield chunk
@@ -153,7 +166,7 @@ class LitellmDirectProvider:
             raise ProviderError(ErrorKind.INCOMPLETE_STREAM, "the stream ended without a finish reason") from None
         except Exception as exc:
             mapped = self._litellm_exception(exc, route)
-            raise self.fallback._translate(mapped, call) from None
+            raise to_provider_error(mapped, call, self._litellm) from None
 
     def _litellm_exception(self, exc: Exception, route: _Route) -> BaseException:
         """litellm's own mapping (exception_type) from a provider/httpx error to its exception classes."""
@@ -242,7 +255,8 @@ class LitellmDirectProvider:
         handler = route.handler
         loads = json.loads
         finished = False
-        async with self._http().stream("POST", url, content=body, headers=headers, timeout=call.timeout_s) as response:
+        client = await self._http()
+        async with client.stream("POST", url, content=body, headers=headers, timeout=call.timeout_s) as response:
             if response.status_code >= 400:
                 await response.aread()
                 try:
@@ -274,6 +288,21 @@ class LitellmDirectProvider:
                 raise _StreamEnded()
 
 
+async def _close(client: httpx.AsyncClient, loop: asyncio.AbstractEventLoop) -> None:
+    """Close `client`, whose pooled connections are transports of `loop`, without waiting on another loop."""
+    if loop is not asyncio.get_running_loop() and loop.is_running():
+        # its loop runs in another thread: the close is handed over, not awaited (that loop may stop first)
+        asyncio.run_coroutine_threadsafe(client.aclose(), loop)
+    elif loop.is_closed():
+        # nothing runs there again: closing from here marks the client closed and empties its pool, but its
+        # transports cannot finish closing (asyncio raises "Event loop is closed"); their sockets go with them
+        with contextlib.suppress(RuntimeError):
+            await client.aclose()
+    else:
+        # this loop, or a stopped one (its transports then finish closing when it runs again)
+        await client.aclose()
+
+
 def _validated(params: dict[str, Any], model: str) -> dict[str, Any]:
     """completion()'s validation of tools, tool_choice and stop, before its parameter mapping."""
     from litellm.utils import (
@@ -297,7 +326,7 @@ def _parse(raw: dict[str, Any], handler: Any) -> ProviderChunk | None:
         handler.chunk_parser(raw)  # litellm raises its typed error for these events
     usage = raw.get("usage")
     if not choices:
-        return ProviderChunk(usage=_usage(usage)) if usage else None
+        return ProviderChunk(usage=to_usage(usage)) if usage else None
     handler._map_reasoning_to_reasoning_content(choices)  # vLLM/GLM `reasoning` -> reasoning_content
     choice = choices[0]
     delta = choice.get("delta") or {}
@@ -308,14 +337,6 @@ def _parse(raw: dict[str, Any], handler: Any) -> ProviderChunk | None:
         finish = map_finish_reason(finish)
     calls = delta.get("tool_calls")
     return ProviderChunk(content=delta.get("content") or "", reasoning=delta.get("reasoning_content") or "",
-                         tool_calls=_tool_deltas(calls) if calls else [], finish_reason=finish,
-                         usage=_usage(usage) if usage else None)
+                         tool_calls=to_tool_deltas(calls) if calls else [], finish_reason=finish,
+                         usage=to_usage(usage) if usage else None)
 
-
-def _tool_deltas(raw_calls: list[dict[str, Any]]) -> list[ToolCallDelta]:
-    out = []
-    for raw in raw_calls:
-        function = raw.get("function") or {}
-        out.append(ToolCallDelta(index=raw.get("index"), id=raw.get("id") or None, name=function.get("name") or None,
-                                 arguments=function.get("arguments") or None))
-    return out

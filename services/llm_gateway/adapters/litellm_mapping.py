@@ -1,0 +1,158 @@
+"""litellm's results and exceptions as core types, shared by both litellm adapters.
+
+`LitellmProvider` (litellm.acompletion) hands over litellm's objects, `LitellmDirectProvider` the
+provider's parsed JSON (dicts) of the same OpenAI shapes: every reader here takes either. Exceptions
+become classified ProviderErrors by exception type and HTTP status code, never by words in the message,
+so retries are classified the same on both paths.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+
+from services.common.logging import redact
+from services.llm_gateway.core.types import (
+    ErrorKind, ProviderCall, ProviderError, ThinkingBlockDelta, ToolCallDelta, Usage,
+)
+
+
+def _field(raw: Any, key: str) -> Any:
+    """raw[key] of a dict (the direct path's JSON), raw.key of an object (litellm's); None when absent."""
+    if isinstance(raw, dict):
+        return raw.get(key)
+    return getattr(raw, key, None)
+
+
+def to_usage(raw: Any) -> Usage | None:
+    if raw is None:
+        return None
+    details = _field(raw, "completion_tokens_details")
+    prompt_details = _field(raw, "prompt_tokens_details")
+    return Usage(prompt_tokens=int(_field(raw, "prompt_tokens") or 0),
+                 completion_tokens=int(_field(raw, "completion_tokens") or 0),
+                 reasoning_tokens=int(_field(details, "reasoning_tokens") or 0) if details else 0,
+                 cached_tokens=int(_field(prompt_details, "cached_tokens") or 0) if prompt_details else 0)
+
+
+def to_tool_deltas(raw_calls: Any) -> list[ToolCallDelta]:
+    """The streamed `tool_calls` of one delta; empty names, ids and argument fragments become None."""
+    out = []
+    for raw in raw_calls or ():
+        function = _field(raw, "function")
+        out.append(ToolCallDelta(index=_field(raw, "index"), id=_field(raw, "id") or None,
+                                 name=_field(function, "name") or None,
+                                 arguments=_field(function, "arguments") or None))
+    return out
+
+
+def to_thinking_blocks(raw_blocks: Any) -> list[ThinkingBlockDelta]:
+    """litellm's `thinking_blocks` (type thinking/redacted_thinking, thinking, signature, data, index)."""
+    out = []
+    for raw in raw_blocks or ():
+        kind = _field(raw, "type")
+        if kind == "redacted_thinking":
+            out.append(ThinkingBlockDelta(index=_field(raw, "index"), redacted_data=str(_field(raw, "data") or "")))
+        elif kind == "thinking":
+            out.append(ThinkingBlockDelta(index=_field(raw, "index"), thinking=str(_field(raw, "thinking") or ""),
+                                          signature=str(_field(raw, "signature") or "")))
+    return out
+
+
+def to_provider_error(exc: BaseException, call: ProviderCall, litellm: Any) -> ProviderError:
+    """A litellm exception (or one it wraps) as a classified ProviderError with a redacted message."""
+    kind, status = _classify(exc, litellm)
+    return ProviderError(kind, safe_message(exc, call), status=status, retry_after_s=_retry_after(exc))
+
+
+def safe_message(exc: BaseException, call: ProviderCall) -> str:
+    """The exception's text without the call's API key or other secrets, on one line, at most 400 chars."""
+    text = str(getattr(exc, "message", None) or exc)
+    if call.api_key and call.api_key != "none":
+        text = text.replace(call.api_key, "***")
+    text = redact(text).replace("\n", " ")
+    return text[:400]
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """exc and everything it wraps (cause, context, litellm's original_exception), outermost first."""
+    seen: set[int] = set()
+    out: list[BaseException] = []
+    queue: list[BaseException | None] = [exc]
+    while queue:
+        item = queue.pop(0)
+        if item is None or id(item) in seen:
+            continue
+        seen.add(id(item))
+        out.append(item)
+        queue += [getattr(item, "original_exception", None), item.__cause__, item.__context__]
+    return out
+
+
+def _http_status(chain: list[BaseException]) -> int:
+    """The provider's real HTTP status, taken from the innermost HTTP error.
+
+    litellm's own class and `status_code` can come from matching words in the message (a 400 whose
+    text says "rate limit" becomes a RateLimitError with 429), so they are not trusted."""
+    for item in reversed(chain):
+        if isinstance(item, httpx.HTTPStatusError):
+            return item.response.status_code
+    if any(isinstance(item, (httpx.TransportError, ConnectionError)) for item in chain):
+        return 0  # never reached the provider: litellm's 500 on top is synthetic
+    for item in reversed(chain):
+        response = getattr(item, "response", None)
+        if isinstance(response, httpx.Response) and not isinstance(item, httpx.HTTPError):
+            status = getattr(item, "status_code", None)
+            if isinstance(status, int) and status == response.status_code and response.request is not None:
+                return status
+    return 0
+
+
+def _classify(exc: BaseException, litellm: Any) -> tuple[ErrorKind, int]:
+    """By exception types (along the wrapped chain) and the HTTP status; never by message text."""
+    errors = litellm.exceptions
+    chain = _chain(exc)
+    if isinstance(exc, errors.MidStreamFallbackError):
+        # litellm raises a clean end-of-stream without finish_reason from inside its
+        # `except StopAsyncIteration` block: the chain then holds that StopAsyncIteration.
+        if any(isinstance(item, (StopAsyncIteration, StopIteration)) for item in chain):
+            return ErrorKind.INCOMPLETE_STREAM, 0
+    status = _http_status(chain)
+    if not status:
+        if any(isinstance(item, (httpx.TimeoutException, asyncio.TimeoutError, errors.Timeout)) for item in chain):
+            return ErrorKind.TIMEOUT, 0
+        if any(isinstance(item, (httpx.TransportError, ConnectionError, errors.APIConnectionError)) for item in chain):
+            return ErrorKind.CONNECTION, 0
+        if isinstance(exc, errors.MidStreamFallbackError):
+            return ErrorKind.CONNECTION, 0
+        return ErrorKind.INTERNAL, 0
+    if status == 429:
+        return ErrorKind.RATE_LIMITED, status
+    if status in (408, 504):
+        return ErrorKind.TIMEOUT, status
+    if status >= 500:
+        return ErrorKind.SERVER, status
+    if status in (401, 403):
+        return ErrorKind.AUTH, status
+    if status == 404:
+        return ErrorKind.MODEL_NOT_FOUND, status
+    if status == 400 and isinstance(exc, errors.ContextWindowExceededError):  # litellm's refinements of a 400
+        return ErrorKind.CONTEXT_WINDOW, status
+    if status == 400 and isinstance(exc, errors.ContentPolicyViolationError):
+        return ErrorKind.CONTENT_POLICY, status
+    return ErrorKind.BAD_REQUEST, status
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    for headers in (getattr(exc, "litellm_response_headers", None), getattr(getattr(exc, "response", None), "headers", None)):
+        if not headers:
+            continue
+        value = headers.get("retry-after") if hasattr(headers, "get") else None
+        if value:
+            try:
+                return max(float(value), 0.0)
+            except ValueError:
+                return None  # an HTTP date: fall back to our own backoff
+    return None
