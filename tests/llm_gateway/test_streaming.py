@@ -161,9 +161,11 @@ async def test_a_500_whose_message_mentions_400_is_still_a_server_error(gw, scri
 
 @pytest.mark.parametrize("direct", [True, False], ids=["direct", "acompletion"])
 async def test_timeouts_are_retried(make_gateway, scripted, sleeps, direct):
-    gw = make_gateway({"m": {"model": "openai/test-model", "api_base": scripted.base_url}}, request_timeout_s=0.3,
+    # The hang outlasts any timeout (the server releases it when it stops); the retried call's answer
+    # gets 2 s, plenty for a loaded machine.
+    gw = make_gateway({"m": {"model": "openai/test-model", "api_base": scripted.base_url}}, request_timeout_s=2.0,
                       litellm_direct=direct)
-    scripted.queue(Hang(3), Reply(content="ok"))
+    scripted.queue(Hang(600), Reply(content="ok"))
     events = await collect(gw, req())
     assert shape(events)[0] == ("text", "ok") and len(sleeps.delays) == 1
 
