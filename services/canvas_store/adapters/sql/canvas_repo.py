@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +27,7 @@ from services.canvas_store.core.ids import new_etag, new_id, now_ms
 from services.canvas_store.core.validation import same_request
 from services.canvas_store.core.types import Canvas, Category, DslChange, Permission, Revision
 from services.common.errors import AbortedError, AlreadyExistsError
+from services.common.lru import LRU
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +81,8 @@ class CanvasRepository:
         self._keep_drafts = keep_draft_revisions
         self._point_read = PointRead(db, _CANVAS_COLUMNS, canvases.c.id)
         self._quick_update = ConditionalUpdate(db, canvases, self._point_read, where=lambda t: t.c.delete_time == 0)
+        self._list_statements: LRU[tuple[Any, ...], sa.Select] = LRU(64)
+        self._list_lock = threading.Lock()
 
     # ---- reads -----------------------------------------------------------------------------------
 
@@ -114,39 +118,37 @@ class CanvasRepository:
         """Keyset page of visible canvases; returns up to `limit` + 1 rows so the caller knows if more exist.
 
         On MySQL/MariaDB the page is found as ids first (answered from the covering list index) and the rows
-        are fetched by id afterwards: its optimizer otherwise reads every skipped row in full.
+        are fetched by id afterwards: its optimizer otherwise reads every skipped row in full. The statement is
+        built once per shape of request (which filters, how many tags, ordering, first page or not) with every
+        value bound, and kept (64 shapes, least recently used dropped first).
         """
         deferred = self._db.backend == "mysql"
-        visible = canvases.c.owner_id == user_id
-        if is_member:
-            visible = sa.or_(visible, canvases.c.permission == Permission.TEAM.value)
-        query = sa.select(*([canvases.c.id] if deferred else _SUMMARY_COLUMNS)).where(canvases.c.tenant_id == tenant_id,
-                                                                                      visible)
-        if not show_deleted:
-            query = query.where(canvases.c.delete_time == 0)
+        shape = (is_member, show_deleted, bool(flt.title), bool(flt.category), bool(flt.permission), bool(flt.owner),
+                 tuple(len(group) for group in flt.tags_any), len(flt.tags_all), ordering.key, ordering.descending,
+                 after is not None)
+        with self._list_lock:
+            query = self._list_statements.hit(shape)
+        if query is None:
+            query = _list_statement(deferred, shape)
+            with self._list_lock:
+                self._list_statements.keep(shape, query)
+        params: dict[str, Any] = {"b_tenant": tenant_id, "b_user": user_id, "b_limit": limit + 1}
         if flt.title:
-            pattern = "%" + _escape_like(flt.title.lower()) + "%"
-            query = query.where(canvases.c.title_key.like(pattern, escape="\\"))
+            params["b_title"] = "%" + _escape_like(flt.title.lower()) + "%"
         if flt.category:
-            query = query.where(canvases.c.category == flt.category.value)
+            params["b_category"] = flt.category.value
         if flt.permission:
-            query = query.where(canvases.c.permission == flt.permission.value)
+            params["b_permission"] = flt.permission.value
         if flt.owner:
-            query = query.where(canvases.c.owner_id == flt.owner)
-        for group in flt.tags_any:
-            query = query.where(sa.exists().where(canvas_tags.c.canvas_id == canvases.c.id,
-                                                  canvas_tags.c.tag.in_(list(group))))
-        for tag in flt.tags_all:
-            query = query.where(sa.exists().where(canvas_tags.c.canvas_id == canvases.c.id, canvas_tags.c.tag == tag))
-        key = canvases.c.update_time if ordering.key == "update_time" else canvases.c.title
+            params["b_owner"] = flt.owner
+        for index, group in enumerate(flt.tags_any):
+            params.update({f"b_any_{index}_{n}": tag for n, tag in enumerate(group)})
+        for index, tag in enumerate(flt.tags_all):
+            params[f"b_all_{index}"] = tag
         if after is not None:
-            query = query.where(keyset_after(key, canvases.c.id, after, descending=ordering.descending))
-        if ordering.descending:
-            query = query.order_by(key.desc(), canvases.c.id.desc())
-        else:
-            query = query.order_by(key.asc(), canvases.c.id.asc())
+            params["b_after_key"], params["b_after_id"] = after
         with self._db.read() as conn:
-            rows = conn.execute(query.limit(limit + 1)).all()
+            rows = conn.execute(query, params).all()
             if deferred and rows:
                 ids = [row.id for row in rows]
                 by_id = {row.id: row for row in conn.execute(sa.select(*_SUMMARY_COLUMNS).where(canvases.c.id.in_(ids)))}
@@ -402,6 +404,48 @@ class CanvasRepository:
             revisions.c.id.notin_([head_id, published_id or head_id]), revisions.c.id.notin_(pinned)))
         if result.rowcount:
             logger.debug("pruned %d draft revisions of canvas %s", result.rowcount, canvas_id)
+
+
+def _list_statement(deferred: bool, shape: tuple[Any, ...]) -> sa.Select:
+    """The ListCanvases query for one shape of request, every value a bound parameter (see list_canvases).
+
+    Why cached per shape: building the expression and its cache key costs SQLAlchemy ~0.7 ms per page,
+    about as much as the indexed query itself. Names: b_tenant, b_user, b_title, b_category, b_permission,
+    b_owner, b_any_<group>_<n>, b_all_<n>, b_after_key, b_after_id, b_limit.
+    """
+    (is_member, show_deleted, title, category, permission, owner, any_sizes, all_count, order_key, descending,
+     paged) = shape
+    visible = canvases.c.owner_id == sa.bindparam("b_user")
+    if is_member:
+        visible = sa.or_(visible, canvases.c.permission == Permission.TEAM.value)
+    query = sa.select(*([canvases.c.id] if deferred else _SUMMARY_COLUMNS)).where(
+        canvases.c.tenant_id == sa.bindparam("b_tenant"), visible)
+    if not show_deleted:
+        query = query.where(canvases.c.delete_time == 0)
+    if title:
+        query = query.where(canvases.c.title_key.like(sa.bindparam("b_title"), escape="\\"))
+    if category:
+        query = query.where(canvases.c.category == sa.bindparam("b_category"))
+    if permission:
+        query = query.where(canvases.c.permission == sa.bindparam("b_permission"))
+    if owner:
+        query = query.where(canvases.c.owner_id == sa.bindparam("b_owner"))
+    for index, size in enumerate(any_sizes):
+        members = [sa.bindparam(f"b_any_{index}_{n}") for n in range(size)]
+        query = query.where(sa.exists().where(canvas_tags.c.canvas_id == canvases.c.id, canvas_tags.c.tag.in_(members)))
+    for index in range(all_count):
+        query = query.where(sa.exists().where(canvas_tags.c.canvas_id == canvases.c.id,
+                                              canvas_tags.c.tag == sa.bindparam(f"b_all_{index}")))
+    key = canvases.c.update_time if order_key == "update_time" else canvases.c.title
+    if paged:
+        query = query.where(keyset_after(key, canvases.c.id, [sa.bindparam("b_after_key", type_=key.type),
+                                                              sa.bindparam("b_after_id", type_=canvases.c.id.type)],
+                                         descending=descending))
+    if descending:
+        query = query.order_by(key.desc(), canvases.c.id.desc())
+    else:
+        query = query.order_by(key.asc(), canvases.c.id.asc())
+    return query.limit(sa.bindparam("b_limit", type_=sa.Integer))
 
 
 def keyset_after(key: Any, tiebreak: Any, after: list[Any], *, descending: bool) -> Any:
