@@ -22,8 +22,10 @@ class LRU(OrderedDict, Generic[K, V]):
         return value
 
     def keep(self, key: K, value: V) -> V:
-        """Store `value` under `key`, dropping the least recently used entry past `size`; returns it."""
+        """Store `value` under `key` as the most recently used, dropping the least recently used entry past
+        `size`; returns it."""
         self[key] = value
+        self.move_to_end(key)  # a key stored again is new again
         if len(self) > self.size:
             self.popitem(last=False)
         return value

@@ -119,21 +119,20 @@ class StructCache:
 
     def fill(self, target: struct_pb2.Struct, value: Mapping[str, Any]) -> None:
         """Make the empty Struct `target` (usually a message's field) hold `value`."""
+        target.SetInParent()  # an empty object still sets the field
         try:
             key = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
         except (TypeError, ValueError):
             key = None
-        if key is None or len(key) > self._max_key_chars:
-            target.SetInParent()
-            _fill(target, value)
-            return
-        with self._lock:
-            wire = self._wire.hit(key)
-        if wire is not None:
-            target.MergeFromString(wire)
-            target.SetInParent()  # an empty object still sets the field
-            return
-        target.SetInParent()
+        if key is not None and len(key) > self._max_key_chars:
+            key = None
+        if key is not None:
+            with self._lock:
+                wire = self._wire.hit(key)
+            if wire is not None:
+                target.MergeFromString(wire)
+                return
         _fill(target, value)
-        with self._lock:
-            self._wire.keep(key, target.SerializeToString())
+        if key is not None:
+            with self._lock:
+                self._wire.keep(key, target.SerializeToString())

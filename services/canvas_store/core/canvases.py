@@ -20,6 +20,7 @@ from services.canvas_store.core.types import (
 from services.common.errors import (
     AbortedError, AlreadyExistsError, FailedPreconditionError, InvalidArgumentError, NotFoundError, PermissionDeniedError,
 )
+from services.common.lru import LRU
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ class CanvasService:
         # canvas id -> (etag, policy target) as last read or written here. A write conditional on that
         # etag can only apply while the row still has it, so the facts are exact for such a write; any
         # other write to the row (permission change, delete, another replica) changes the etag.
-        self._facts: dict[str, tuple[str, Target]] = {}
+        self._facts: LRU[str, tuple[str, Target]] = LRU(_FACTS_MAX)  # exactness never depends on it
         self._facts_lock = threading.Lock()
 
     # ---- canvases --------------------------------------------------------------------------------
@@ -210,10 +211,7 @@ class CanvasService:
 
     def _remember(self, canvas: Canvas) -> None:
         with self._facts_lock:
-            self._facts.pop(canvas.id, None)  # re-inserted below as the newest
-            if len(self._facts) >= _FACTS_MAX:  # drop the oldest entry; exactness never depends on the cache
-                self._facts.pop(next(iter(self._facts)))
-            self._facts[canvas.id] = (canvas.etag, canvas_target(canvas))
+            self._facts.keep(canvas.id, (canvas.etag, canvas_target(canvas)))
 
     def delete(self, caller: Caller, canvas_id: str, etag: str = "") -> Canvas:
         """Soft delete (AIP-164): hidden from List, still readable with Get, restorable until expire_time."""
