@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from agentcanvas.v1 import canvas_store_pb2_grpc
 
 from services.canvas_store.adapters.sql import engine as sql_engine
+from services.canvas_store.adapters.sql import loop_io
 from services.canvas_store.adapters.sql.canvas_repo import CanvasRepository
 from services.canvas_store.adapters.sql.run_repo import RunRepository
 from services.canvas_store.adapters.sql.session_repo import SessionRepository
@@ -79,7 +80,8 @@ class StoreApp:
 
     def __init__(self, settings: StoreSettings):
         self.settings = settings
-        self.db = sql_engine.open_database(settings.database_url, pool_size=settings.db_pool_size)
+        self.db = sql_engine.open_database(settings.database_url, pool_size=settings.db_pool_size,
+                                           loop_statements=settings.postgres_loop)
         self.pool = ThreadPoolExecutor(max_workers=settings.db_pool_size, thread_name_prefix="canvas-store-db")
         # SQLite statements take tens of microseconds and hold the GIL for most of it, so the hop to a pool
         # thread (and the GIL contention between pool threads) costs more than the statement: run them on
@@ -148,6 +150,10 @@ class StoreApp:
         self.pool.shutdown(wait=True)
         self.db.dispose()
 
+    def _is_known(self, identity: Identity) -> bool:
+        """Whether `caller` needs no database write for this identity (it was recorded before)."""
+        return (identity.tenant_id, identity.user_id) in self._known_users
+
     def caller(self, identity: Identity) -> Caller:
         """Build the policy's Caller; records the tenant/user on first sight (first user = owner)."""
         key = (identity.tenant_id, identity.user_id)
@@ -158,11 +164,22 @@ class StoreApp:
         return Caller(identity.tenant_id, identity.user_id, is_service=identity.is_service,
                       role_lookup=lambda: self.tenants.role(*key))
 
-    async def call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run `function(caller, *args)` on the DB pool for the identity of the current RPC."""
+    async def call(self, function: Callable[..., T], *args: Any, loop_first: bool = False, **kwargs: Any) -> T:
+        """Run `function(caller, *args)` on the DB pool for the identity of the current RPC.
+
+        `loop_first`: where the database has loop connections (PostgreSQL), first run it on the event loop
+        (`loop_io.run`); if it reaches database I/O that has no asyncio form, that I/O raises NeedsPool
+        before it starts and the call runs again on the pool. Only for use cases whose single write is their
+        last I/O (GetCanvas, UpdateCanvas), so that nothing can have been written when it starts over.
+        """
         identity = current_identity()
         if identity is None:
             raise UnauthenticatedError("no identity on this request")
+        if loop_first and self.db.loop_connections is not None and self._is_known(identity):
+            try:
+                return await loop_io.run(function, self.caller(identity), *args, **kwargs)
+            except loop_io.NeedsPool:
+                pass
         return await self.blocking(lambda: function(self.caller(identity), *args, **kwargs))
 
     async def blocking(self, function: Callable[..., T], *args: Any, pooled: bool = False) -> T:
@@ -202,6 +219,8 @@ def build_service(config: Config) -> tuple[ServiceDefinition, StoreApp]:
         app.closing.set()  # watchers end with UNAVAILABLE and clients reattach elsewhere; the purge loop ends
         for task in purger:
             await task
+        if app.db.loop_connections is not None:
+            await app.db.loop_connections.aclose()
         await asyncio.get_running_loop().run_in_executor(None, app.close)
 
     definition = ServiceDefinition(

@@ -9,6 +9,7 @@ from agentcanvas.v1 import canvas_store_pb2_grpc
 
 from services.canvas_store import converters as cv
 from services.canvas_store.app import StoreApp
+from services.canvas_store.core.canvases import QUICK_PATHS
 from services.canvas_store.core.runs import watch_events
 from services.canvas_store.core.types import CommitResult, RunCommit
 from services.common import status
@@ -32,13 +33,15 @@ class CanvasStoreServicer(canvas_store_pb2_grpc.CanvasStoreServicer):
         return cv.canvas_out(canvas)
 
     async def GetCanvas(self, request: pb.GetCanvasRequest, context) -> pb.Canvas:
-        return cv.canvas_out(await self._app.call(self._app.canvases.get, request.id))
+        return cv.canvas_out(await self._app.call(self._app.canvases.get, request.id, loop_first=True))
 
     async def UpdateCanvas(self, request: pb.UpdateCanvasRequest, context) -> pb.Canvas:
         data = cv.canvas_input(request.canvas)
         paths = list(request.update_mask.paths)
-        canvas = await self._app.call(lambda caller: self._app.canvases.update(
-            caller, request.canvas.id, data, paths, validate_only=request.validate_only))
+        # Loop first only for masks the single-statement path serves; any other change would start over.
+        canvas = await self._app.call(self._app.canvases.update, request.canvas.id, data, paths,
+                                      validate_only=request.validate_only,
+                                      loop_first=bool(paths) and QUICK_PATHS.issuperset(paths))
         return cv.canvas_out(canvas)
 
     async def DeleteCanvas(self, request: pb.DeleteCanvasRequest, context) -> pb.DeleteCanvasResponse:

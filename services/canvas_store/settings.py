@@ -38,6 +38,9 @@ class StoreSettings:
     """How often the background purge hard-deletes expired canvases; 0 turns the background purge off."""
     sqlite_inline: bool = True
     """On SQLite, run statements on the gRPC event loop's thread instead of the DB pool (see app.StoreApp)."""
+    postgres_loop: bool = True
+    """On PostgreSQL, run GetCanvas and description/avatar updates on the event loop with psycopg's asyncio
+    API (adapters/sql/loop_io.py) instead of the DB pool."""
     auto_migrate: bool = True
     """Apply Alembic migrations at start-up."""
     seed_templates: bool = True
@@ -69,6 +72,7 @@ class StoreSettings:
             deleted_retention_s=positive("deleted_retention_s", 30 * 24 * 3600, minimum=0),
             purge_interval_s=positive("purge_interval_s", 3600, minimum=0),
             sqlite_inline=bool(section.get("sqlite_inline", True)),
+            postgres_loop=bool(section.get("postgres_loop", True)),
             auto_migrate=bool(section.get("auto_migrate", True)),
             seed_templates=bool(section.get("seed_templates", True)),
         )

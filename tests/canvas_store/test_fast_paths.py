@@ -3,6 +3,8 @@ regular path does: same policy, same etag rule, same errors, and nothing written
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 import pytest
 import sqlalchemy as sa
@@ -35,7 +37,7 @@ async def test_quick_update_returns_the_whole_resource(store):
     assert (final.description, final.etag) == ("second", again.etag)
 
 
-async def test_quick_update_without_remembered_facts_checks_inside_the_transaction(store):
+async def test_quick_update_without_remembered_facts_decides_on_the_row_at_that_etag(store):
     canvas = await create_canvas(store.alice, permission=pb.CANVAS_PERMISSION_TEAM)
     # bob (a member) never read it through this store's cache for this etag: the check runs on the row.
     updated = await store.bob.UpdateCanvas(_describe(canvas.id, canvas.etag, "by bob"))
@@ -116,3 +118,65 @@ async def test_reads_survive_the_database_dropping_held_connections(store):
         raise AssertionError("the update never landed")
     final = await store.alice.GetCanvas(pb.GetCanvasRequest(id=canvas.id))
     assert (final.description, final.etag) == ("after failover", etag)
+
+
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+async def test_point_reads_and_quick_updates_run_on_the_event_loop(store):
+    loop_connections = store.app.db.loop_connections
+    assert loop_connections is not None
+    canvas = await create_canvas(store.alice, permission=pb.CANVAS_PERMISSION_TEAM)
+    sent = loop_connections.statements
+    read = await store.alice.GetCanvas(pb.GetCanvasRequest(id=canvas.id))  # the owner: the point read alone
+    assert loop_connections.statements == sent + 1
+    await store.bob.GetCanvas(pb.GetCanvasRequest(id=canvas.id))  # a member: the point read and his role
+    assert loop_connections.statements == sent + 3
+    updated = await store.alice.UpdateCanvas(_describe(canvas.id, read.etag, "on the loop"))  # facts known
+    assert loop_connections.statements == sent + 4
+    assert updated.description == "on the loop"
+    # A change the single statement cannot make starts on the loop, reaches the regular path and runs on the pool.
+    titled = await store.alice.UpdateCanvas(pb.UpdateCanvasRequest(
+        canvas=pb.Canvas(id=canvas.id, etag=updated.etag, title=canvas.title + " 2"),
+        update_mask=field_mask_pb2.FieldMask(paths=["title"])))
+    assert titled.title == canvas.title + " 2" and loop_connections.statements == sent + 4
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "mariadb"], indirect=True)
+async def test_other_databases_have_no_loop_connections(store):
+    assert store.app.db.loop_connections is None
+    canvas = await create_canvas(store.alice)
+    assert (await store.alice.GetCanvas(pb.GetCanvasRequest(id=canvas.id))).id == canvas.id
+
+
+async def _until(predicate, what: str, timeout: float = 20.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting until {what}")
+        await asyncio.sleep(0.02)
+
+
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+async def test_an_update_cancelled_by_its_deadline_is_cancelled_in_the_database(store):
+    canvas = await create_canvas(store.alice)
+    read = await store.alice.GetCanvas(pb.GetCanvasRequest(id=canvas.id))
+    engine = sa.create_engine(store.url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as locker:
+            locker.execute(sa.text("SELECT id FROM canvases WHERE id = :id FOR UPDATE"), {"id": canvas.id})
+            await expect_code(store.alice.UpdateCanvas(_describe(canvas.id, read.etag, "too late"), timeout=0.5),
+                              grpc.StatusCode.DEADLINE_EXCEEDED)
+            waiting = sa.text("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                              "AND wait_event_type = 'Lock'")
+            # The store's UPDATE was queued behind the row lock; the cancelled call cancels it in the server.
+            await _until(lambda: locker.execute(waiting).scalar() == 0, "the store's UPDATE stopped waiting")
+            locker.rollback()
+    finally:
+        engine.dispose()
+    final = await store.alice.GetCanvas(pb.GetCanvasRequest(id=canvas.id))
+    assert (final.description, final.etag) == ("", read.etag)  # the cancelled write never landed
+    # Its connection went back to the pool usable (or was replaced): more calls than the pool holds all land.
+    etag = final.etag
+    for n in range(store.app.settings.db_pool_size + 2):
+        etag = (await store.alice.UpdateCanvas(_describe(canvas.id, etag, f"after {n}"))).etag
+    assert (await store.alice.GetCanvas(pb.GetCanvasRequest(id=canvas.id))).description == \
+        f"after {store.app.settings.db_pool_size + 1}"

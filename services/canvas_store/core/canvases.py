@@ -186,25 +186,26 @@ class CanvasService:
     def _quick_update(self, caller: Caller, canvas_id: str, etag: str, changes: dict[str, Any]) -> Canvas | None:
         """Description/avatar changes as one conditional UPDATE ... RETURNING; None = take the regular path.
 
-        The same policy decides: on the facts remembered for this exact etag (then the statement runs alone),
-        else on the updated row inside the transaction before it commits (the fields changed here are not
-        ones the policy looks at). No row matched, or remembered facts that deny, go the regular path,
-        which reports NOT_FOUND or ABORTED exactly as before.
+        The policy decides on the facts (tenant, owner, permission) of the row at the request's etag: the ones
+        remembered for exactly that etag, else those of a point read that still shows it. The statement only
+        applies while the row has that etag, and every change to those facts changes the etag, so the decision
+        holds for the write. A row at another etag, an unknown id, or facts that deny go the regular path,
+        which reports ABORTED, NOT_FOUND or PERMISSION_DENIED exactly as before.
         """
-        def check(current: Canvas) -> None:
-            authorize(caller, Action.EDIT, canvas_target(current))
-
         if not etag:
             return None
         known = self._facts.get(canvas_id)
-        if known is not None and known[0] == etag:
-            try:
-                authorize(caller, Action.EDIT, known[1])
-            except (NotFoundError, PermissionDeniedError):
+        if known is None or known[0] != etag:
+            current = self._canvases.get_canvas(canvas_id)
+            if current is None or current.etag != etag:
                 return None
-            updated = self._canvases.update_fields(canvas_id, etag, changes, None)
-        else:
-            updated = self._canvases.update_fields(canvas_id, etag, changes, check)
+            self._remember(current)
+            known = (current.etag, canvas_target(current))
+        try:
+            authorize(caller, Action.EDIT, known[1])
+        except (NotFoundError, PermissionDeniedError):
+            return None
+        updated = self._canvases.update_fields(canvas_id, etag, changes)
         if updated is not None:
             self._remember(updated)
         return updated

@@ -239,18 +239,12 @@ class CanvasRepository:
         with self._db.write() as conn:
             return self._apply(conn, current, expected_etag, changes, change)
 
-    def update_fields(self, canvas_id: str, expected_etag: str, changes: dict[str, Any],
-                      check: Callable[[Canvas], None] | None) -> Canvas | None:
-        """Set plain fields (QUICK_UPDATE_FIELDS) with one conditional UPDATE ... RETURNING on the fast path.
-
-        `check(updated)` runs before the commit (raising rolls back); without it the statement runs alone in
-        autocommit, for callers that already decided on facts tied to `expected_etag`. None when no row
-        matched (unknown id or stale etag): the caller finds out which on the regular path.
-        """
+    def update_fields(self, canvas_id: str, expected_etag: str, changes: dict[str, Any]) -> Canvas | None:
+        """Set plain fields (QUICK_UPDATE_FIELDS) with one conditional UPDATE ... RETURNING on the fast path,
+        for callers that decided on facts tied to `expected_etag`. None when no row matched (unknown id, stale
+        etag, deleted): the caller finds out which on the regular path."""
         assert changes and frozenset(changes) <= QUICK_UPDATE_FIELDS, changes
-        values = {**changes, "etag": new_etag(), "update_time": now_ms()}
-        row = self._quick_update(canvas_id, expected_etag, values,
-                                 None if check is None else lambda found: check(canvas_from_mapping(found)))
+        row = self._quick_update(canvas_id, expected_etag, {**changes, "etag": new_etag(), "update_time": now_ms()})
         return canvas_from_mapping(row) if row is not None else None
 
     def update_canvas_locked(self, canvas_id: str, prepare: Prepare) -> Canvas | None:

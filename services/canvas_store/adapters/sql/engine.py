@@ -34,6 +34,8 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import event, exc
 from sqlalchemy.engine import Connection, Engine
 
+from services.canvas_store.adapters.sql import loop_io
+from services.canvas_store.adapters.sql.loop_connections import LoopConnections
 from services.common import telemetry
 from services.common.errors import AbortedError, InvalidArgumentError, UnavailableError
 
@@ -59,11 +61,13 @@ def normalise_url(url: str) -> str:
 
 @dataclass
 class Database:
-    """An engine plus the in-process writer lock used on SQLite, and the DBAPI connections that threads
-    hold for the fast paths (`held_connection`)."""
+    """An engine plus the in-process writer lock used on SQLite, the DBAPI connections that threads
+    hold for the fast paths (`held_connection`) and, on PostgreSQL, the event loop's own connections for
+    the fast paths of calls run there (`loop_connections`, see loop_io.py)."""
 
     engine: Engine
     write_lock: threading.Lock | None = None
+    loop_connections: LoopConnections | None = None
     _held: threading.local = field(default_factory=threading.local, repr=False)
     _all_held: list[Any] = field(default_factory=list, repr=False)
     _held_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -77,6 +81,7 @@ class Database:
         engine's overflow leaves room for them next to the Core transactions. A connection that turns out
         dead is invalidated and dropped (`drop_held`), so the next call checks out a fresh one.
         """
+        loop_io.refuse_blocking_io()
         proxied = getattr(self._held, "connection", None)
         if proxied is not None and not proxied.is_valid:  # invalidated elsewhere: give back the pool slot
             self.drop_held()
@@ -119,8 +124,12 @@ class Database:
         self.engine.dispose()
 
 
-def open_database(url: str, *, pool_size: int = 8) -> Database:
-    """Create an engine tuned for the backend named by `url`."""
+def open_database(url: str, *, pool_size: int = 8, loop_statements: bool = False) -> Database:
+    """Create an engine tuned for the backend named by `url`.
+
+    `loop_statements` (PostgreSQL only) adds `loop_connections`, as many as `pool_size`, for fast-path
+    statements of calls run on the event loop (`loop_io.run`).
+    """
     url = normalise_url(url)
     backend = sa.engine.make_url(url).get_backend_name()
     if backend == "sqlite":
@@ -136,6 +145,8 @@ def open_database(url: str, *, pool_size: int = 8) -> Database:
         _install_sqlite_hooks(engine)
     elif backend == "postgresql":
         engine = sa.create_engine(url, pool_size=pool_size, max_overflow=2 * pool_size, pool_pre_ping=True)
+        if loop_statements:
+            return Database(engine, loop_connections=LoopConnections.for_engine(engine, pool_size))
     elif backend in ("mysql", "mariadb"):
         engine = sa.create_engine(
             url, pool_size=pool_size, max_overflow=2 * pool_size, pool_pre_ping=True, pool_recycle=3600,
@@ -202,6 +213,7 @@ def _timed(kind: str) -> Iterator[None]:
 @contextlib.contextmanager
 def read_tx(db: Database) -> Iterator[Connection]:
     """A read transaction (plain BEGIN on SQLite)."""
+    loop_io.refuse_blocking_io()
     with _timed("read"), translate_db_errors(), db.engine.connect() as connection, connection.begin():
         yield connection
 
@@ -209,6 +221,7 @@ def read_tx(db: Database) -> Iterator[Connection]:
 @contextlib.contextmanager
 def write_tx(db: Database) -> Iterator[Connection]:
     """A write transaction: BEGIN IMMEDIATE plus an in-process writer lock on SQLite."""
+    loop_io.refuse_blocking_io()
     with _timed("write"), translate_db_errors(), contextlib.ExitStack() as stack:
         if db.write_lock is not None:
             stack.enter_context(db.write_lock)

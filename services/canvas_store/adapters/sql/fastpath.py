@@ -1,16 +1,19 @@
-"""DBAPI-level fast paths for the two hottest statements: a point read and a conditional point update.
+"""DBAPI-level fast paths for the hottest statements: point reads (a canvas, a tenant role) and a
+conditional point update.
 
 Why below SQLAlchemy Core here: a GetCanvas or a simple UpdateCanvas is one indexed statement, and
 SQLAlchemy's per-execution work (connection wrapper, event dispatch, result metadata, row processors)
 costs about as much CPU as the statement itself. The statement is still built and compiled by
 SQLAlchemy, once per dialect, so quoting and parameter style stay the dialect's; only the execution
-uses the bare DBAPI cursor of the thread's held connection (`Database.held_connection`), and rows are decoded here (JSON text on SQLite and
-MySQL, 0/1 booleans) instead of by result processors.
+uses a bare DBAPI cursor, and rows are decoded here (JSON text on SQLite and MySQL, 0/1 booleans)
+instead of by result processors. The cursor is the thread's held connection's
+(`Database.held_connection`), or, for a call run on the event loop (loop_io.py), one of the loop's
+PostgreSQL connections (`Database.loop_connections`).
 
-Transactions: a point read is one statement in autocommit mode (SQLite: the connection already runs in
-autocommit, PostgreSQL: psycopg's autocommit flag is toggled locally, without a round trip), which
-is atomic by itself. A conditional update either runs alone in autocommit (when the caller decided
-everything up front) or inside BEGIN ... COMMIT with a `check` on the returned row before the commit.
+Transactions: each operation is one statement in autocommit mode (SQLite: the connection already runs
+in autocommit, PostgreSQL: psycopg's autocommit flag is toggled locally, without a round trip), which is
+atomic by itself. The exception is MySQL/MariaDB, which lacks UPDATE ... RETURNING: there the update and
+the read-back of the row share a transaction.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc
 
+from services.canvas_store.adapters.sql import loop_io
 from services.canvas_store.adapters.sql.engine import Database, translate_db_errors
+from services.canvas_store.adapters.sql.loop_connections import LoopConnection, LoopConnections
 
 
 class _Compiled:
@@ -61,14 +66,30 @@ class RowDecoder:
         return dict(zip(self.names, values))
 
 
-@contextlib.contextmanager
-def _dbapi(db: Database, *, autocommit: bool) -> Iterator[Any]:
-    """This thread's held DBAPI connection; in autocommit mode on PostgreSQL for the duration (SQLite always is).
+def _dbapi(db: Database, *, autocommit: bool) -> contextlib.AbstractContextManager[Any]:
+    """A DBAPI connection for one fast-path operation: on the event loop (code run by `loop_io.run`) one of
+    the loop's PostgreSQL connections, elsewhere this thread's held connection. In autocommit mode each
+    statement commits alone; otherwise the caller commits or rolls back.
 
     Driver exceptions are re-raised as SQLAlchemy's wrappers so `translate_db_errors` maps them as it
     does for Core; a lost connection is invalidated and dropped instead of being used again.
     """
+    if db.loop_connections is not None and loop_io.on_loop():
+        return _loop_dbapi(db, db.loop_connections, autocommit=autocommit)
+    return _held_dbapi(db, autocommit=autocommit)
+
+
+def _wrap(db: Database, error: Exception, driver: Any) -> tuple[bool, exc.DBAPIError]:
+    """(lost, the SQLAlchemy wrapper of a driver error): `lost` when the connection is gone."""
     dialect = db.engine.dialect
+    lost = dialect.is_disconnect(error, driver, None)
+    return lost, exc.DBAPIError.instance(None, None, error, dialect.loaded_dbapi.Error, dialect=dialect,
+                                         connection_invalidated=lost)
+
+
+@contextlib.contextmanager
+def _held_dbapi(db: Database, *, autocommit: bool) -> Iterator[Any]:
+    """This thread's held DBAPI connection; in autocommit mode on PostgreSQL for the duration (SQLite always is)."""
     proxied = db.held_connection()
     driver = proxied.driver_connection
     toggle = autocommit and db.backend == "postgresql"
@@ -76,51 +97,69 @@ def _dbapi(db: Database, *, autocommit: bool) -> Iterator[Any]:
         driver.autocommit = True
     try:
         yield proxied
-    except dialect.loaded_dbapi.Error as error:
-        lost = dialect.is_disconnect(error, driver, None)
+    except db.engine.dialect.loaded_dbapi.Error as error:
+        lost, wrapped = _wrap(db, error, driver)
         if lost:
             db.drop_held(error)
             toggle = False
-        raise exc.DBAPIError.instance(None, None, error, dialect.loaded_dbapi.Error, dialect=dialect,
-                                      connection_invalidated=lost) from error
+        raise wrapped from error
     finally:
         if toggle:
             driver.autocommit = False
 
 
-class PointRead:
-    """`SELECT <columns> FROM <table> WHERE <key> = :b_id` on a bare DBAPI cursor; one dict or None."""
+@contextlib.contextmanager
+def _loop_dbapi(db: Database, pool: LoopConnections, *, autocommit: bool) -> Iterator[Any]:
+    """One of the loop's connections (autocommit only) for the duration. The pool keeps it only if it is idle
+    afterwards: one left inside a statement (the call was cancelled mid-statement) is closed, as is a lost one."""
+    assert autocommit, "the loop's connections serve single autocommit statements"
+    driver = loop_io.wait(pool.acquire())
+    lost = False
+    try:
+        yield LoopConnection(pool, driver)
+    except db.engine.dialect.loaded_dbapi.Error as error:
+        lost, wrapped = _wrap(db, error, driver)
+        raise wrapped from error
+    finally:
+        pool.release(driver, reusable=not lost, lost=lost)
 
-    def __init__(self, db: Database, columns: Sequence[sa.Column], key: sa.Column):
+
+class PointRead:
+    """`SELECT <columns> FROM <table> WHERE <key> = :b_0 [AND <key2> = :b_1 ...]` on a bare DBAPI cursor; one
+    dict or None."""
+
+    def __init__(self, db: Database, columns: Sequence[sa.Column], *keys: sa.Column):
         self._db = db
         self.columns = list(columns)
-        self._statement = _Compiled(db, sa.select(*columns).where(key == sa.bindparam("b_id")))
+        self._names = tuple(f"b_{index}" for index in range(len(keys)))
+        self._statement = _Compiled(db, sa.select(*columns).where(
+            *(key == sa.bindparam(name) for key, name in zip(keys, self._names))))
         self.decode = RowDecoder(columns)
 
-    def __call__(self, key: str) -> dict[str, Any] | None:
+    def __call__(self, *key: Any) -> dict[str, Any] | None:
         with translate_db_errors():
             try:
                 return self._read(key)
             except exc.DBAPIError as error:
                 if not error.connection_invalidated:
                     raise
-            # The held connection had died (a database restart or failover): a read is safe to repeat once,
-            # on a fresh connection (checked out with the engine's pre-ping).
+            # The connection had died (a database restart or failover): a read is safe to repeat once, on a
+            # fresh connection (checked out with the engine's pre-ping, or newly opened on the loop).
             return self._read(key)
 
-    def _read(self, key: str) -> dict[str, Any] | None:
+    def _read(self, key: tuple[Any, ...]) -> dict[str, Any] | None:
         with _dbapi(self._db, autocommit=self._db.backend != "mysql") as conn:
             cursor = conn.cursor()
             try:
-                return self.on(cursor, key)
+                return self.on(cursor, *key)
             finally:
                 cursor.close()
                 if self._db.backend == "mysql":  # PyMySQL runs without autocommit: end the implicit transaction
                     conn.rollback()
 
-    def on(self, cursor: Any, key: str) -> dict[str, Any] | None:
+    def on(self, cursor: Any, *key: Any) -> dict[str, Any] | None:
         """The same read on a cursor the caller already holds (inside its transaction)."""
-        cursor.execute(self._statement.sql, self._statement.params({"b_id": key}))
+        cursor.execute(self._statement.sql, self._statement.params(dict(zip(self._names, key))))
         rows = cursor.fetchall()
         return self.decode(rows[0]) if rows else None
 
@@ -156,46 +195,31 @@ class ConditionalUpdate:
             compiled = self._compiled[fields] = _Compiled(self._db, statement)
         return compiled
 
-    def __call__(self, key: str, etag: str, values: dict[str, Any],
-                 check: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any] | None:
+    def __call__(self, key: str, etag: str, values: dict[str, Any]) -> dict[str, Any] | None:
         """Apply `values` if the row still has `etag`; the updated row, or None when no row matched.
 
-        Without `check` the statement runs alone in autocommit mode (one round trip). With `check`, it
-        runs in a transaction and `check(row)` sees the updated row before the commit: raising rolls the
-        update back, so nothing is written for a caller the policy refuses.
+        One statement in autocommit mode; on MySQL/MariaDB the UPDATE and the read-back share a transaction.
         """
         statement = self._statement(frozenset(values))
         params = statement.params({"b_id": key, "b_etag": etag, **{f"v_{k}": v for k, v in values.items()}})
-        alone = check is None and self._returning
         with contextlib.ExitStack() as stack:
             if self._db.write_lock is not None:
                 stack.enter_context(self._db.write_lock)
             stack.enter_context(translate_db_errors())
-            conn = stack.enter_context(_dbapi(self._db, autocommit=alone))
+            conn = stack.enter_context(_dbapi(self._db, autocommit=self._returning))
             cursor = conn.cursor()
             stack.callback(cursor.close)
-            if alone:
+            if self._returning:
                 cursor.execute(statement.sql, params)
                 rows = cursor.fetchall()  # drain: SQLite ends the statement (and its implicit transaction) here
                 return self._read.decode(rows[0]) if rows else None
-            if self._db.backend == "sqlite":
-                cursor.execute("BEGIN IMMEDIATE")
             try:
                 cursor.execute(statement.sql, params)
-                if self._returning:
-                    found = cursor.fetchall()
-                    updated = self._read.decode(found[0]) if found else None
-                else:
-                    updated = self._read.on(cursor, key) if cursor.rowcount == 1 else None
-                if updated is not None and check is not None:
-                    check(updated)
+                updated = self._read.on(cursor, key) if cursor.rowcount == 1 else None
             except BaseException:
                 _quiet_rollback(conn)
                 raise
-            if updated is None:
-                _quiet_rollback(conn)
-                return None
-            conn.commit()  # sqlite3 commits the BEGIN IMMEDIATE too: it sees the open transaction
+            conn.commit()
             return updated
 
 

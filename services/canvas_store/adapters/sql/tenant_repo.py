@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from sqlalchemy import exc
 
 from services.canvas_store.adapters.sql.engine import Database
+from services.canvas_store.adapters.sql.fastpath import PointRead
 from services.canvas_store.adapters.sql.models import members, store_meta, templates, tenants
 from services.canvas_store.core.dsl import content_hash
 from services.canvas_store.core.ids import now_ms
@@ -28,6 +29,8 @@ def template_from_row(row: Any) -> Template:
 class TenantRepository:
     def __init__(self, db: Database):
         self._db = db
+        # Every policy decision that involves a team reads this: one statement on the DBAPI fast path.
+        self._role = PointRead(db, [members.c.role], members.c.tenant_id, members.c.user_id)
 
     def ensure_tenant(self, tenant_id: str, user_id: str) -> None:
         """Record the tenant on first sight: the first user becomes its owner, and so does a user whose id
@@ -59,10 +62,8 @@ class TenantRepository:
                 raise
 
     def role(self, tenant_id: str, user_id: str) -> TenantRole | None:
-        with self._db.read() as conn:
-            value = conn.execute(sa.select(members.c.role).where(
-                members.c.tenant_id == tenant_id, members.c.user_id == user_id)).scalar()
-        return TenantRole(value) if value else None
+        found = self._role(tenant_id, user_id)
+        return TenantRole(found["role"]) if found else None
 
     def add_member(self, tenant_id: str, user_id: str) -> TenantMember:
         """Idempotent: an existing member (or owner) is returned unchanged."""

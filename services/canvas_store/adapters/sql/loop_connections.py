@@ -1,0 +1,134 @@
+"""PostgreSQL connections of the event loop: psycopg's asyncio API behind the DBAPI face the fast paths use.
+
+`LoopConnections` is a small pool of `psycopg.AsyncConnection`s in autocommit mode, opened on first use
+with the same connect arguments (and type adapters) as the engine's. `LoopConnection` gives code run by
+`loop_io.run` the synchronous cursor of a DBAPI connection in autocommit mode (the fast paths need no
+more: each of their operations is one statement); each statement is one `loop_io.wait` on the loop.
+
+A connection that failed with a lost-connection error, or was interrupted mid-statement (a cancelled
+call), is closed rather than reused; after a lost connection the idle ones are closed too, because a
+database restart or failover ends them all and a retried read must not meet another dead one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import psycopg
+import sqlalchemy as sa
+from psycopg.pq import TransactionStatus
+
+from services.canvas_store.adapters.sql import loop_io
+
+
+class LoopConnections:
+    """At most `size` AsyncConnections, idle ones reused newest first; bound to the loop that first uses it."""
+
+    @classmethod
+    def for_engine(cls, engine: sa.Engine, size: int) -> LoopConnections:
+        """Connections opened with the connect arguments and type adapters of the engine's psycopg dialect."""
+        cargs, cparams = engine.dialect.create_connect_args(engine.url)
+
+        async def connect() -> psycopg.AsyncConnection:
+            return await psycopg.AsyncConnection.connect(*cargs, autocommit=True, **cparams)
+
+        return cls(connect, size)
+
+    def __init__(self, connect: Callable[[], Awaitable[psycopg.AsyncConnection]], size: int):
+        self._connect = connect
+        self._size = size
+        self._idle: list[psycopg.AsyncConnection] = []
+        self._slots: asyncio.Semaphore | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closing: set[asyncio.Task] = set()
+        self.statements = 0
+        """Statements sent through these connections so far (what tests and operators can observe)."""
+
+    async def acquire(self) -> psycopg.AsyncConnection:
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            self._loop, self._slots = loop, asyncio.Semaphore(self._size)
+        elif loop is not self._loop:  # another loop (a second server in one process): its own pool's work
+            raise loop_io.NeedsPool()
+        assert self._slots is not None
+        await self._slots.acquire()
+        try:
+            return self._idle.pop() if self._idle else await self._connect()
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def release(self, connection: psycopg.AsyncConnection, *, reusable: bool, lost: bool = False) -> None:
+        """Give a connection back: kept when `reusable` and idle outside a transaction, else closed; `lost`
+        (the server ended it) closes the idle ones as well."""
+        assert self._slots is not None
+        if reusable and not connection.closed and connection.info.transaction_status is TransactionStatus.IDLE:
+            self._idle.append(connection)
+        else:
+            self._close_later(connection)
+        if lost:
+            idle, self._idle = self._idle, []
+            for other in idle:
+                self._close_later(other)
+        self._slots.release()
+
+    def _close_later(self, connection: psycopg.AsyncConnection) -> None:
+        task = asyncio.get_running_loop().create_task(connection.close())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    async def aclose(self) -> None:
+        """Close every idle connection (on the loop that owns them); connections in use close when released."""
+        idle, self._idle = self._idle, []
+        for connection in idle:
+            with contextlib.suppress(Exception):
+                await connection.close()
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
+
+
+class LoopConnection:
+    """The DBAPI calls the fast paths make in autocommit mode (`cursor`), each statement awaited on the loop."""
+
+    def __init__(self, pool: LoopConnections, connection: psycopg.AsyncConnection):
+        self._pool = pool
+        self._connection = connection
+
+    def cursor(self) -> LoopCursor:
+        return LoopCursor(self)
+
+    def execute(self, sql: str, params: Any) -> list[tuple[Any, ...]]:
+        """Run one statement that returns rows (a SELECT, or an UPDATE ... RETURNING); it commits alone."""
+        return loop_io.wait(self._statement(sql, params))
+
+    async def _statement(self, sql: str, params: Any) -> list[tuple[Any, ...]]:
+        self._pool.statements += 1
+        cursor = await self._connection.execute(sql, params)
+        return await cursor.fetchall()
+
+
+class LoopCursor:
+    """A DBAPI cursor over `LoopConnection.execute`: rows are fetched as the statement completes. Only for
+    statements that return rows, so the row count is the number of rows (psycopg builds column
+    descriptions to answer `description` or `rowcount`: work the fast paths do not need)."""
+
+    def __init__(self, connection: LoopConnection):
+        self._connection = connection
+        self._rows: Sequence[tuple[Any, ...]] = ()
+
+    @property
+    def rowcount(self) -> int:
+        return len(self._rows)
+
+    def execute(self, sql: str, params: Any) -> None:
+        self._rows = self._connection.execute(sql, params)
+
+    def fetchall(self) -> Sequence[tuple[Any, ...]]:
+        rows, self._rows = self._rows, ()
+        return rows
+
+    def close(self) -> None:
+        self._rows = ()
