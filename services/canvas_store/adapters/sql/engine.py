@@ -3,10 +3,12 @@
 Why synchronous SQLAlchemy on a bounded thread pool rather than SQLAlchemy's asyncio extension: the
 three drivers we support (pysqlite, psycopg 3, PyMySQL) are all mature in sync mode, SQLite has no truly
 asynchronous driver anyway (aiosqlite is a thread per connection), the CLI and migrations call the same
-code without an event loop, and a single conditional UPDATE takes well under a millisecond, so the
-thread hop is cheap. The pool size caps concurrent DB work; the connection pool matches it, with twice as
-many in overflow: each DB thread keeps one connection for the fast paths (`Database.held_connection`),
-and a policy check may read tenant membership while its thread holds a write transaction.
+code without an event loop. The pool size caps concurrent DB work; the connection pool matches it, with
+twice as many in overflow: each DB thread keeps one connection for the fast paths
+(`Database.held_connection`), and a policy check may read tenant membership while its thread holds a
+write transaction. The one exception is PostgreSQL's hottest calls, whose fast-path statements run on the
+event loop through psycopg's asyncio API (`loop_connections`; see loop_io.py for why and how), while
+every other statement stays on the pool; `read_tx`, `write_tx` and `held_connection` refuse to run there.
 
 SQLite specifics: WAL journal, synchronous=NORMAL (durable across process crashes; a power loss may
 drop the last commits), foreign keys on, and write transactions start with BEGIN IMMEDIATE so that two
