@@ -3,6 +3,7 @@ protobuf's own json_format on what it accepts."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -10,7 +11,7 @@ from google.protobuf import json_format, struct_pb2
 
 from agentcanvas.v1 import canvas_store_pb2 as pb
 
-from services.common.structs import StructCache, from_struct, from_value, to_struct, to_value
+from services.common.structs import StoredJson, StructCache, from_struct, from_value, to_struct, to_value
 
 
 def test_round_trip_keeps_types_and_empty_containers():
@@ -82,3 +83,27 @@ def test_struct_cache_fills_values_json_cannot_key_directly():
         message = pb.Canvas()
         cache.fill(message.dsl, value)
         assert message.dsl == to_struct(value)
+
+
+def test_stored_json_is_keyed_by_its_text_and_parsed_only_on_a_miss():
+    cache = StructCache(entries=4)
+    value = {"components": {"begin": {"obj": {"params": {"n": 3, "x": [1.5, None, True, "é"]}}}}, "empty": {}}
+    text = json.dumps(value)  # as a database hands it back: not the compact form the cache uses for dicts
+    first, second = StoredJson(text), StoredJson(text)
+    missed, hit = pb.Canvas(), pb.Canvas()
+    cache.fill(missed.dsl, first)
+    cache.fill(hit.dsl, second)
+    assert missed.dsl == hit.dsl == to_struct(value)
+    assert first._value is not None and second._value is None  # the hit never parsed its text
+    # A dict with the same value is a different key (its compact dump) but gives the same message.
+    from_dict = pb.Canvas()
+    cache.fill(from_dict.dsl, value)
+    assert from_dict.dsl == hit.dsl
+
+
+def test_stored_json_compares_by_value():
+    value = {"a": [1, {"b": None}]}
+    assert StoredJson(json.dumps(value)) == value and value == StoredJson(json.dumps(value))
+    assert StoredJson('{"a": [1, {"b": null}]}') == StoredJson('{"a":[1,{"b":null}]}')
+    assert StoredJson('{"a": 1}') != {"a": 2} and StoredJson('{"a": 1}') != "{\"a\": 1}"
+    assert StoredJson('{"a": 1}').value == {"a": 1}

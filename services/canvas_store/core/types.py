@@ -6,6 +6,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from services.common.structs import StoredJson
+
 JsonObject = dict[str, Any]
 
 
@@ -46,7 +48,9 @@ class TenantRole(str, enum.Enum):
 
 @dataclass
 class Canvas:
-    """A canvas row. `dsl` is None in list results (it is not loaded)."""
+    """A canvas row. `dsl` is None in list results (it is not loaded). A point read (GetCanvas, the
+    single-statement update) leaves it as the stored text (`StoredJson`; `.value` parses it): those calls
+    only return it, and the reply's Struct is cached by that text."""
 
     id: str
     tenant_id: str
@@ -58,7 +62,7 @@ class Canvas:
     release: bool = False
     category: Category = Category.AGENT
     tags: list[str] = field(default_factory=list)
-    dsl: JsonObject | None = None
+    dsl: JsonObject | StoredJson | None = None
     etag: str = ""
     create_time_ms: int = 0
     update_time_ms: int = 0

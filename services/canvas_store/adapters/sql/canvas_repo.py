@@ -79,7 +79,8 @@ class CanvasRepository:
     def __init__(self, db: Database, keep_draft_revisions: int):
         self._db = db
         self._keep_drafts = keep_draft_revisions
-        self._point_read = PointRead(db, _CANVAS_COLUMNS, canvases.c.id)
+        # The DSL a point read returns stays text: GetCanvas only hands it on, keyed by that text (StoredJson).
+        self._point_read = PointRead(db, _CANVAS_COLUMNS, canvases.c.id, stored_json=("dsl",))
         self._quick_update = ConditionalUpdate(db, canvases, self._point_read, where=lambda t: t.c.delete_time == 0)
         self._list_statements: LRU[tuple[Any, ...], sa.Select] = LRU(64)
         self._list_lock = threading.Lock()

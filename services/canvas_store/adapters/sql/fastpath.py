@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -29,6 +29,7 @@ from sqlalchemy import exc
 from services.canvas_store.adapters.sql import loop_io
 from services.canvas_store.adapters.sql.engine import Database, translate_db_errors
 from services.canvas_store.adapters.sql.loop_connections import LoopConnection, LoopConnections
+from services.common.structs import StoredJson
 
 
 class _Compiled:
@@ -48,19 +49,28 @@ class _Compiled:
 
 
 class RowDecoder:
-    """Turns a DBAPI row tuple of `columns` into a {name: value} dict like SQLAlchemy's result would."""
+    """Turns a DBAPI row tuple of `columns` into a {name: value} dict like SQLAlchemy's result would.
 
-    def __init__(self, columns: Sequence[sa.Column]):
+    JSON columns named in `stored_json` that arrive as text stay text, as `StoredJson` (parsed on first use).
+    """
+
+    def __init__(self, columns: Sequence[sa.Column], *, stored_json: Collection[str] = ()):
         self.names = [column.name for column in columns]
-        self._json = [index for index, column in enumerate(columns) if isinstance(column.type, sa.JSON)]
+        json_columns = [index for index, column in enumerate(columns) if isinstance(column.type, sa.JSON)]
+        self._json = [index for index in json_columns if self.names[index] not in stored_json]
+        self._stored = [index for index in json_columns if self.names[index] in stored_json]
         self._bool = [index for index, column in enumerate(columns) if isinstance(column.type, sa.Boolean)]
 
     def __call__(self, row: Sequence[Any]) -> dict[str, Any]:
         values = list(row)
         for index in self._json:
             value = values[index]
-            if isinstance(value, (str, bytes)):  # psycopg already returns parsed JSON; SQLite and PyMySQL give text
+            if isinstance(value, (str, bytes)):  # SA's psycopg adapters parse JSON; SQLite, PyMySQL and the loop give text
                 values[index] = json.loads(value)
+        for index in self._stored:
+            value = values[index]
+            if isinstance(value, (str, bytes)):
+                values[index] = StoredJson(value if isinstance(value, str) else value.decode())
         for index in self._bool:
             values[index] = bool(values[index])
         return dict(zip(self.names, values))
@@ -128,13 +138,14 @@ class PointRead:
     """`SELECT <columns> FROM <table> WHERE <key> = :b_0 [AND <key2> = :b_1 ...]` on a bare DBAPI cursor; one
     dict or None."""
 
-    def __init__(self, db: Database, columns: Sequence[sa.Column], *keys: sa.Column):
+    def __init__(self, db: Database, columns: Sequence[sa.Column], *keys: sa.Column,
+                 stored_json: Collection[str] = ()):
         self._db = db
         self.columns = list(columns)
         self._names = tuple(f"b_{index}" for index in range(len(keys)))
         self._statement = _Compiled(db, sa.select(*columns).where(
             *(key == sa.bindparam(name) for key, name in zip(keys, self._names))))
-        self.decode = RowDecoder(columns)
+        self.decode = RowDecoder(columns, stored_json=stored_json)
 
     def __call__(self, *key: Any) -> dict[str, Any] | None:
         with translate_db_errors():

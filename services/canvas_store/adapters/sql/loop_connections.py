@@ -19,7 +19,9 @@ from typing import Any
 
 import psycopg
 import sqlalchemy as sa
+from psycopg.adapt import AdaptersMap
 from psycopg.pq import TransactionStatus
+from psycopg.types.string import TextLoader
 
 from services.canvas_store.adapters.sql import loop_io
 
@@ -29,8 +31,14 @@ class LoopConnections:
 
     @classmethod
     def for_engine(cls, engine: sa.Engine, size: int) -> LoopConnections:
-        """Connections opened with the connect arguments and type adapters of the engine's psycopg dialect."""
+        """Connections opened with the connect arguments and type adapters of the engine's psycopg dialect,
+        except that JSON comes back as text: the fast paths decode it themselves, or keep it as text
+        (`RowDecoder`'s stored_json)."""
         cargs, cparams = engine.dialect.create_connect_args(engine.url)
+        adapters = AdaptersMap(cparams.get("context") or psycopg.adapters)
+        for name in ("json", "jsonb"):
+            adapters.register_loader(name, TextLoader)
+        cparams = {**cparams, "context": adapters}
 
         async def connect() -> psycopg.AsyncConnection:
             return await psycopg.AsyncConnection.connect(*cargs, autocommit=True, **cparams)
