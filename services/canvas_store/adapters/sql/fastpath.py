@@ -190,6 +190,7 @@ class ConditionalUpdate:
         self._columns = read.columns
         self._where = where
         self._returning = db.engine.dialect.update_returning
+        self._lock = db.write_lock or contextlib.nullcontext()
         self._read = read
         self._compiled: dict[frozenset[str], _Compiled] = {}
 
@@ -213,25 +214,22 @@ class ConditionalUpdate:
         """
         statement = self._statement(frozenset(values))
         params = statement.params({"b_id": key, "b_etag": etag, **{f"v_{k}": v for k, v in values.items()}})
-        with contextlib.ExitStack() as stack:
-            if self._db.write_lock is not None:
-                stack.enter_context(self._db.write_lock)
-            stack.enter_context(translate_db_errors())
-            conn = stack.enter_context(_dbapi(self._db, autocommit=self._returning))
+        with self._lock, translate_db_errors(), _dbapi(self._db, autocommit=self._returning) as conn:
             cursor = conn.cursor()
-            stack.callback(cursor.close)
-            if self._returning:
-                cursor.execute(statement.sql, params)
-                rows = cursor.fetchall()  # drain: SQLite ends the statement (and its implicit transaction) here
-                return self._read.decode(rows[0]) if rows else None
             try:
                 cursor.execute(statement.sql, params)
-                updated = self._read.on(cursor, key) if cursor.rowcount == 1 else None
-            except BaseException:
-                _quiet_rollback(conn)
-                raise
-            conn.commit()
-            return updated
+                if self._returning:
+                    rows = cursor.fetchall()  # drain: SQLite ends the statement (and its implicit transaction) here
+                    return self._read.decode(rows[0]) if rows else None
+                try:
+                    updated = self._read.on(cursor, key) if cursor.rowcount == 1 else None
+                except BaseException:
+                    _quiet_rollback(conn)
+                    raise
+                conn.commit()
+                return updated
+            finally:
+                cursor.close()
 
 
 def _quiet_rollback(conn: Any) -> None:
