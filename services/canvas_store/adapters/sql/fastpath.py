@@ -123,7 +123,10 @@ def _loop_dbapi(db: Database, pool: LoopConnections, *, autocommit: bool) -> Ite
     """One of the loop's connections (autocommit only) for the duration. The pool keeps it only if it is idle
     afterwards: one left inside a statement (the call was cancelled mid-statement) is closed, as is a lost one."""
     assert autocommit, "the loop's connections serve single autocommit statements"
-    driver = loop_io.wait(pool.acquire())
+    try:
+        driver = loop_io.wait(pool.acquire())
+    except db.engine.dialect.loaded_dbapi.Error as error:  # could not connect: UNAVAILABLE, like a pool checkout
+        raise _wrap(db, error, None)[1] from error
     lost = False
     try:
         yield LoopConnection(pool, driver)

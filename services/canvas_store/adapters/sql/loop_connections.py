@@ -5,9 +5,10 @@ with the same connect arguments (and type adapters) as the engine's. `LoopConnec
 `loop_io.run` the synchronous cursor of a DBAPI connection in autocommit mode (the fast paths need no
 more: each of their operations is one statement); each statement is one `loop_io.wait` on the loop.
 
-A connection that failed with a lost-connection error, or was interrupted mid-statement (a cancelled
-call), is closed rather than reused; after a lost connection the idle ones are closed too, because a
-database restart or failover ends them all and a retried read must not meet another dead one.
+A connection that failed with a lost-connection error, or is not idle when given back (a statement that
+psycopg could not cancel when its call was cancelled), is closed rather than reused; after a lost
+connection the idle ones are closed too, because a database restart or failover ends them all and a
+retried read must not meet another dead one.
 """
 
 from __future__ import annotations
@@ -53,13 +54,13 @@ class LoopConnections:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closing: set[asyncio.Task] = set()
         self.statements = 0
-        """Statements sent through these connections so far (what tests and operators can observe)."""
+        """Statements sent through these connections so far (the tests read it to see which calls ran here)."""
 
     async def acquire(self) -> psycopg.AsyncConnection:
         loop = asyncio.get_running_loop()
         if self._loop is None:
             self._loop, self._slots = loop, asyncio.Semaphore(self._size)
-        elif loop is not self._loop:  # another loop (a second server in one process): its own pool's work
+        elif loop is not self._loop:  # these connections cannot serve another loop: the call runs on the DB pool
             raise loop_io.NeedsPool()
         assert self._slots is not None
         await self._slots.acquire()
