@@ -121,7 +121,8 @@ def _held_dbapi(db: Database, *, autocommit: bool) -> Iterator[Any]:
 @contextlib.contextmanager
 def _loop_dbapi(db: Database, pool: LoopConnections, *, autocommit: bool) -> Iterator[Any]:
     """One of the loop's connections (autocommit only) for the duration. The pool keeps it only if it is idle
-    afterwards: one left inside a statement (the call was cancelled mid-statement) is closed, as is a lost one."""
+    afterwards (not so after a statement psycopg could not cancel when the call was cancelled), and not at
+    all when it was lost."""
     assert autocommit, "the loop's connections serve single autocommit statements"
     try:
         driver = loop_io.wait(pool.acquire())
