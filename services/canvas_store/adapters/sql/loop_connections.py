@@ -50,6 +50,8 @@ class LoopConnections:
         self._connect = connect
         self._size = size
         self._idle: list[psycopg.AsyncConnection] = []
+        # One cursor per connection, reused for every statement: creating one costs ~20 us, a sixth of a statement.
+        self._cursors: dict[psycopg.AsyncConnection, psycopg.AsyncCursor] = {}
         self._slots: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closing: set[asyncio.Task] = set()
@@ -84,7 +86,15 @@ class LoopConnections:
                 self._close_later(other)
         self._slots.release()
 
+    def cursor(self, connection: psycopg.AsyncConnection) -> psycopg.AsyncCursor:
+        """The connection's reusable cursor."""
+        cursor = self._cursors.get(connection)
+        if cursor is None:
+            cursor = self._cursors[connection] = connection.cursor()
+        return cursor
+
     def _close_later(self, connection: psycopg.AsyncConnection) -> None:
+        self._cursors.pop(connection, None)
         task = asyncio.get_running_loop().create_task(connection.close())
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
@@ -93,6 +103,7 @@ class LoopConnections:
         """Close every idle connection (on the loop that owns them); connections in use close when released."""
         idle, self._idle = self._idle, []
         for connection in idle:
+            self._cursors.pop(connection, None)
             with contextlib.suppress(Exception):
                 await connection.close()
         if self._closing:
@@ -115,7 +126,8 @@ class LoopConnection:
 
     async def _statement(self, sql: str, params: Any) -> list[tuple[Any, ...]]:
         self._pool.statements += 1
-        cursor = await self._connection.execute(sql, params)
+        cursor = self._pool.cursor(self._connection)
+        await cursor.execute(sql, params)
         return await cursor.fetchall()
 
 
