@@ -4,8 +4,8 @@
 
 Seeds N canvases with bulk inserts into a fresh database (SQLite file in a temp dir; a uniquely named
 database on the local PostgreSQL/MariaDB server, dropped at the end; override the server with
-STORE_BENCH_POSTGRES_URL / STORE_BENCH_MYSQL_URL), starts the store as a separate process
-(`python -m services.canvas_store --config ...`) and measures:
+STORE_BENCH_POSTGRES_URL / STORE_BENCH_MYSQL_URL), analyzes and checkpoints it, starts the store as a
+separate process (`python -m services.canvas_store --config ...`) and measures:
 
 - get / update: ops/s over gRPC (GetCanvas; UpdateCanvas of the description with the etag) and ops/s
   of the same operation in raw SQLAlchemy Core, both with the same number of concurrent workers
