@@ -134,6 +134,7 @@ def open_database(url: str, *, pool_size: int = 8, loop_statements: bool = False
     """
     url = normalise_url(url)
     backend = sa.engine.make_url(url).get_backend_name()
+    loop_connections = None
     if backend == "sqlite":
         database = sa.engine.make_url(url).database
         if database and database != ":memory:":
@@ -148,7 +149,7 @@ def open_database(url: str, *, pool_size: int = 8, loop_statements: bool = False
     elif backend == "postgresql":
         engine = sa.create_engine(url, pool_size=pool_size, max_overflow=2 * pool_size, pool_pre_ping=True)
         if loop_statements:
-            return Database(engine, loop_connections=LoopConnections.for_engine(engine, pool_size))
+            loop_connections = LoopConnections.for_engine(engine, pool_size)
     elif backend in ("mysql", "mariadb"):
         engine = sa.create_engine(
             url, pool_size=pool_size, max_overflow=2 * pool_size, pool_pre_ping=True, pool_recycle=3600,
@@ -156,7 +157,7 @@ def open_database(url: str, *, pool_size: int = 8, loop_statements: bool = False
         )
     else:
         raise InvalidArgumentError.for_field("store.database_url", f"unsupported database backend {backend!r}")
-    return Database(engine, threading.Lock() if backend == "sqlite" else None)
+    return Database(engine, threading.Lock() if backend == "sqlite" else None, loop_connections)
 
 
 def _install_sqlite_hooks(engine: Engine) -> None:
