@@ -9,7 +9,7 @@ from agentcanvas.v1 import canvas_store_pb2_grpc
 
 from services.canvas_store import converters as cv
 from services.canvas_store.app import StoreApp
-from services.canvas_store.core.canvases import QUICK_PATHS
+from services.canvas_store.core.canvases import is_quick_mask
 from services.canvas_store.core.runs import watch_events
 from services.canvas_store.core.types import CommitResult, RunCommit
 from services.common import status
@@ -41,7 +41,7 @@ class CanvasStoreServicer(canvas_store_pb2_grpc.CanvasStoreServicer):
         # Loop first only for masks the single-statement path serves; any other change would start over.
         canvas = await self._app.call(self._app.canvases.update, request.canvas.id, data, paths,
                                       validate_only=request.validate_only,
-                                      loop_first=bool(paths) and QUICK_PATHS.issuperset(paths))
+                                      loop_first=is_quick_mask(paths))
         return cv.canvas_out(canvas)
 
     async def DeleteCanvas(self, request: pb.DeleteCanvasRequest, context) -> pb.DeleteCanvasResponse:

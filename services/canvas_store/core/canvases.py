@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,13 @@ LATEST = "latest"
 PUBLISHED = "published"
 QUICK_PATHS = frozenset({"description", "avatar"})
 """Update masks within these take the single-statement path (`_quick_update`)."""
+
+
+def is_quick_mask(paths: Iterable[str]) -> bool:
+    """Whether an update mask names fields and only QUICK_PATHS ones (the server runs those calls loop-first)."""
+    named = frozenset(paths)
+    return bool(named) and named <= QUICK_PATHS
+
 _FACTS_MAX = 4096
 
 
@@ -167,7 +175,7 @@ class CanvasService:
             return changes, change
 
         validation.resource_id(canvas_id, "id")
-        if not validate_only and changes and frozenset(paths) <= QUICK_PATHS:
+        if not validate_only and is_quick_mask(paths):
             quick = self._quick_update(caller, canvas_id, data.etag, changes)
             if quick is not None:
                 return quick

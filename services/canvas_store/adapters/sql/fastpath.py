@@ -85,7 +85,8 @@ def _dbapi(db: Database, *, autocommit: bool) -> contextlib.AbstractContextManag
     does for Core; a lost connection is invalidated and dropped instead of being used again.
     """
     if db.loop_connections is not None and loop_io.on_loop():
-        return _loop_dbapi(db, db.loop_connections, autocommit=autocommit)
+        assert autocommit, "the loop's connections serve single autocommit statements (PostgreSQL needs no more)"
+        return _loop_dbapi(db, db.loop_connections)
     return _held_dbapi(db, autocommit=autocommit)
 
 
@@ -119,11 +120,10 @@ def _held_dbapi(db: Database, *, autocommit: bool) -> Iterator[Any]:
 
 
 @contextlib.contextmanager
-def _loop_dbapi(db: Database, pool: LoopConnections, *, autocommit: bool) -> Iterator[Any]:
-    """One of the loop's connections (autocommit only) for the duration. The pool keeps it only if it is idle
+def _loop_dbapi(db: Database, pool: LoopConnections) -> Iterator[Any]:
+    """One of the loop's connections (autocommit) for the duration. The pool keeps it only if it is idle
     afterwards (not so after a statement psycopg could not cancel when the call was cancelled), and not at
     all when it was lost."""
-    assert autocommit, "the loop's connections serve single autocommit statements"
     try:
         driver = loop_io.wait(pool.acquire())
     except db.engine.dialect.loaded_dbapi.Error as error:  # could not connect: UNAVAILABLE, like a pool checkout

@@ -86,12 +86,15 @@ class LoopConnections:
                 self._close_later(other)
         self._slots.release()
 
-    def cursor(self, connection: psycopg.AsyncConnection) -> psycopg.AsyncCursor:
-        """The connection's reusable cursor."""
+    async def fetch(self, connection: psycopg.AsyncConnection, sql: str, params: Any) -> list[tuple[Any, ...]]:
+        """Run one statement that returns rows (a SELECT, or an UPDATE ... RETURNING) on `connection`, through
+        its reused cursor; it commits alone. Every row."""
+        self.statements += 1
         cursor = self._cursors.get(connection)
         if cursor is None:
             cursor = self._cursors[connection] = connection.cursor()
-        return cursor
+        await cursor.execute(sql, params)
+        return await cursor.fetchall()
 
     def _close_later(self, connection: psycopg.AsyncConnection) -> None:
         self._cursors.pop(connection, None)
@@ -111,32 +114,23 @@ class LoopConnections:
 
 
 class LoopConnection:
-    """The DBAPI calls the fast paths make in autocommit mode (`cursor`), each statement awaited on the loop."""
+    """The one DBAPI call the fast paths make on a connection in autocommit mode: `cursor`."""
 
     def __init__(self, pool: LoopConnections, connection: psycopg.AsyncConnection):
         self._pool = pool
         self._connection = connection
 
     def cursor(self) -> LoopCursor:
-        return LoopCursor(self)
-
-    def execute(self, sql: str, params: Any) -> list[tuple[Any, ...]]:
-        """Run one statement that returns rows (a SELECT, or an UPDATE ... RETURNING); it commits alone."""
-        return loop_io.wait(self._statement(sql, params))
-
-    async def _statement(self, sql: str, params: Any) -> list[tuple[Any, ...]]:
-        self._pool.statements += 1
-        cursor = self._pool.cursor(self._connection)
-        await cursor.execute(sql, params)
-        return await cursor.fetchall()
+        return LoopCursor(self._pool, self._connection)
 
 
 class LoopCursor:
-    """A DBAPI cursor over `LoopConnection.execute`: rows are fetched as the statement completes. Only for
-    statements that return rows, so the row count is the number of rows (psycopg builds column
-    descriptions to answer `description` or `rowcount`: work the fast paths do not need)."""
+    """A DBAPI cursor whose `execute` awaits `LoopConnections.fetch` on the loop (`loop_io.wait`): rows are
+    fetched as the statement completes. Only for statements that return rows, so the row count is the number
+    of rows (psycopg builds column descriptions to answer `description` or `rowcount`: work not needed here)."""
 
-    def __init__(self, connection: LoopConnection):
+    def __init__(self, pool: LoopConnections, connection: psycopg.AsyncConnection):
+        self._pool = pool
         self._connection = connection
         self._rows: Sequence[tuple[Any, ...]] = ()
 
@@ -145,7 +139,7 @@ class LoopCursor:
         return len(self._rows)
 
     def execute(self, sql: str, params: Any) -> None:
-        self._rows = self._connection.execute(sql, params)
+        self._rows = loop_io.wait(self._pool.fetch(self._connection, sql, params))
 
     def fetchall(self) -> Sequence[tuple[Any, ...]]:
         rows, self._rows = self._rows, ()

@@ -41,7 +41,7 @@ def on_loop() -> bool:
 
 def refuse_blocking_io() -> None:
     """Called by every blocking way into the database: on the loop it raises NeedsPool instead of blocking."""
-    if isinstance(greenlet.getcurrent(), _LoopGreenlet):
+    if on_loop():
         raise NeedsPool()
 
 
