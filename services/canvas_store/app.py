@@ -229,5 +229,6 @@ def build_service(config: Config) -> tuple[ServiceDefinition, StoreApp]:
         register=lambda server: canvas_store_pb2_grpc.add_CanvasStoreServicer_to_server(servicer, server),
         start=start,
         stop=stop,
+        event_loop="auto",  # uvloop: the store starts no child processes (see services/common/event_loops.py)
     )
     return definition, app

@@ -4,7 +4,8 @@
     running = await start_server(definition, config, port=0)   # tests: ephemeral port
     run_service(definition, config)                            # processes: blocks until SIGTERM, exits 0
 
-Process-wide, `run_service` also installs tracing and serves Prometheus metrics on the side port
+Process-wide, `run_service` also picks the event loop (`<section>.event_loop`; the store's default is
+uvloop, see event_loops.py), installs tracing and serves Prometheus metrics on the side port
 `<section>.metrics_port` (or METRICS_PORT). Health (grpc.health.v1) reports NOT_SERVING until `definition.start()` has finished (the gateway
 imports litellm there), then SERVING for "" and for every proto service name. On SIGTERM or SIGINT:
 health flips to NOT_SERVING, `definition.stop()` drains domain work, and `server.stop(grace)` lets
@@ -17,6 +18,7 @@ import asyncio
 import logging
 import os
 import signal
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -25,10 +27,11 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 
+from services.common import event_loops, telemetry
 from services.common import logging as structured_logging
-from services.common import telemetry
 from services.common.auth import TokenAuthenticator
 from services.common.clients import SERVER_OPTIONS
+from services.common.errors import InvalidArgumentError
 from services.common.interceptors import ServerInterceptor
 from services.common.settings import SECTION_BY_SERVICE, Config
 
@@ -53,6 +56,10 @@ class ServiceDefinition:
     """Drains domain work within the given seconds, then closes engines and channels."""
     serve_before_ready: bool = False
     """Accept connections while start() runs (reporting NOT_SERVING) instead of waiting for it."""
+    event_loop: str = "asyncio"
+    """The default of `<section>.event_loop` (event_loops.py)."""
+    uvloop_allowed: bool = True
+    """False for a service that starts untrusted children: see event_loops.py."""
 
 
 @dataclass
@@ -122,7 +129,8 @@ async def start_server(
         if definition.start:
             await definition.start()
         await running.set_serving()
-        logger.info("%s serving on %s:%d", definition.name, host, bound)
+        logger.info("%s serving on %s:%d (%s event loop)", definition.name, host, bound,
+                    event_loops.loop_name(asyncio.get_running_loop()))
 
     if definition.serve_before_ready:
         await server.start()
@@ -137,8 +145,15 @@ def run_service(definition: ServiceDefinition, config: Config, *, host: str = "0
     """Run until SIGTERM/SIGINT, drain, and return the exit code (0 on a clean drain)."""
     log = config.section("log")
     structured_logging.configure(str(log.get("level", "INFO")), str(log.get("format", "json")))
-    section = config.section(SECTION_BY_SERVICE[definition.name])
+    section_name = SECTION_BY_SERVICE[definition.name]
+    section = config.section(section_name)
     grace = float(section.get("shutdown_grace_s", 20))
+    try:
+        loop_factory = event_loops.loop_factory(section.get("event_loop", definition.event_loop), f"{section_name}.event_loop",
+                                                uvloop_allowed=definition.uvloop_allowed)
+    except InvalidArgumentError as exc:  # bad configuration: one clear line, no traceback
+        sys.stderr.write(f"{definition.name}: {exc.message}\n")
+        return 2
     telemetry.configure_tracing(definition.name, config)
     metrics_port = telemetry.start_metrics_server(int(os.environ.get("METRICS_PORT") or section.get("metrics_port", 0)))
     if metrics_port:
@@ -159,4 +174,5 @@ def run_service(definition: ServiceDefinition, config: Config, *, host: str = "0
         stopper.cancel()
         return 0
 
-    return asyncio.run(main())
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        return runner.run(main())

@@ -38,6 +38,9 @@ DEFAULT_PORTS = {"canvas_store": 50051, "orchestrator": 50052, "llm_gateway": 50
 # Config section that holds each service's own keys (short names, as users write them).
 SECTION_BY_SERVICE = {"canvas_store": "store", "orchestrator": "orchestrator", "llm_gateway": "gateway", "sandbox": "sandbox"}
 
+SERVER_KEYS = frozenset({"port", "shutdown_grace_s", "metrics_port", "event_loop"})
+"""Keys of every service's section that the shared bootstrap reads (a service's own settings accept them)."""
+
 _NAMED_ENV = {
     "AGENT_CANVAS_DATA_DIR": ("data_dir",),
     "CANVAS_STORE_ADDR": ("addresses", "canvas_store"),

@@ -48,4 +48,5 @@ def build_definition(config: Config, sandbox: Sandbox | None = None) -> ServiceD
         register=lambda server: sandbox_pb2_grpc.add_SandboxServicer_to_server(SandboxServicer(sandbox), server),
         start=start,
         stop=stop,
+        uvloop_allowed=False,  # jobs started on uvloop would inherit our open descriptors (event_loops.py)
     )

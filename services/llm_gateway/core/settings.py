@@ -6,10 +6,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.common.errors import InvalidArgumentError
+from services.common.settings import SERVER_KEYS
 from services.llm_gateway.core.retry import RetrySettings
 
-KNOWN_KEYS = {"models", "factories", "retry", "request_timeout_s", "embedded", "port", "shutdown_grace_s", "metrics_port",
-              "max_tool_repairs", "default_max_repairs", "litellm_direct"}
+KNOWN_KEYS = {"models", "factories", "retry", "request_timeout_s", "embedded", "max_tool_repairs", "default_max_repairs",
+              "litellm_direct", *SERVER_KEYS}
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from services.common.errors import InvalidArgumentError
+from services.common.settings import SERVER_KEYS
 from services.sandbox.core.models import Limits
 
 MiB = 1 << 20
@@ -92,7 +93,7 @@ class SandboxSettings:
 
     @classmethod
     def from_section(cls, section: Mapping[str, Any]) -> "SandboxSettings":
-        known = {f.name for f in fields(cls)} | {"port", "shutdown_grace_s"}
+        known = {f.name for f in fields(cls)} | SERVER_KEYS
         unknown = set(section) - known
         if unknown:
             raise InvalidArgumentError.for_field("sandbox", f"unknown keys {sorted(unknown)}")
