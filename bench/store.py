@@ -1,6 +1,7 @@
 """Canvas store benchmark: our gRPC service vs raw SQLAlchemy Core on the same database, same run.
 
     python -m bench.store --db sqlite|postgresql|mariadb [--canvases 100000] [--seconds 3] [--concurrency 8]
+                          [--store-pool N] [--store-event-loop auto|uvloop|asyncio]
 
 Seeds N canvases with bulk inserts into a fresh database (SQLite file in a temp dir; a uniquely named
 database on the local PostgreSQL/MariaDB server, dropped at the end; override the server with
@@ -160,14 +161,16 @@ def store_process(url: str, tmp: Path, pool_size: int | None = None) -> Iterator
 
 
 @contextlib.contextmanager
-def store_process_pid(url: str, tmp: Path, pool_size: int | None = None) -> Iterator[tuple[int, int]]:
+def store_process_pid(url: str, tmp: Path, pool_size: int | None = None,
+                      event_loop: str | None = None) -> Iterator[tuple[int, int]]:
     """The store as its own process; yields (port, pid)."""
     port = free_port()
     config = {"data_dir": str(tmp / "data"), "log": {"level": "WARNING"},
               "auth": {"embedded": False, "tokens": [{"token": TOKEN, "tenant": TENANT, "user": USER},
                                                      {"token": TOKEN + "-svc", "tenant": TENANT, "user": "orch",
                                                       "role": "service"}]},
-              "store": {"database_url": url, "port": port, **({"db_pool_size": pool_size} if pool_size else {})}}
+              "store": {"database_url": url, "port": port, **({"db_pool_size": pool_size} if pool_size else {}),
+                        **({"event_loop": event_loop} if event_loop else {})}}
     path = tmp / "store.yaml"
     path.write_text(yaml.safe_dump(config))
     env = {k: v for k, v in os.environ.items() if k != "PORT"}
@@ -300,14 +303,14 @@ def emit_ratio(kind: str, op: str, concurrency: int, rates: dict[str, float]) ->
 
 
 async def run(kind: str, count: int, seconds: float, concurrency: int, rounds: int = 3,
-              store_pool: int | None = None) -> None:
+              store_pool: int | None = None, store_event_loop: str | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="ac-bench-store-") as tmp_name, database(kind, Path(tmp_name)) as url:
         tmp = Path(tmp_name)
         db = sql_engine.open_database(url, pool_size=concurrency)
         began = time.perf_counter()
         ids = seed(db, count)
         emit(metric="seed_s", db=kind, canvases=count, value=round(time.perf_counter() - began, 2))
-        with store_process_pid(url, tmp, store_pool) as (port, store_pid):
+        with store_process_pid(url, tmp, store_pool, store_event_loop) as (port, store_pid):
             channel = create_channel(f"127.0.0.1:{port}")
             await wait_serving(channel)
             stub = canvas_store_pb2_grpc.CanvasStoreStub(channel)
@@ -477,8 +480,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="alternating measurement slices per side")
     parser.add_argument("--store-pool", type=int, default=None,
                         help="the store's db_pool_size (default: the store's own default)")
+    parser.add_argument("--store-event-loop", choices=("auto", "uvloop", "asyncio"), default=None,
+                        help="the store's event_loop (default: the store's own default, uvloop)")
     args = parser.parse_args(argv)
-    asyncio.run(run(args.db, args.canvases, args.seconds, args.concurrency, args.rounds, args.store_pool))
+    asyncio.run(run(args.db, args.canvases, args.seconds, args.concurrency, args.rounds, args.store_pool,
+                    args.store_event_loop))
     return 0
 
 
