@@ -157,3 +157,5 @@ def test_settings_reject_unknown_keys():
     settings = GatewaySettings.from_section({"retry": {"max_attempts": 2, "max_total_wait_s": 5}})
     assert settings.retry.max_attempts == 2 and settings.retry.max_total_wait_s == 5.0
     assert GatewaySettings().retry.max_total_wait_s <= 10
+    # The keys the shared bootstrap reads belong to the section too.
+    GatewaySettings.from_section({"port": 1, "metrics_port": 9464, "shutdown_grace_s": 5, "event_loop": "auto"})

@@ -72,6 +72,8 @@ def test_settings_parse_and_reject_unknown_keys():
     for bad in ({"backend": "vm"}, {"nope": 1}, {"caps": {"bogus": 1}}, {"docker": {"bogus": 1}}, {"static_checks": "gate"}):
         with pytest.raises(InvalidArgumentError):
             SandboxSettings.from_section(bad)
+    # The keys the shared bootstrap reads belong to the section too.
+    SandboxSettings.from_section({"port": 1, "metrics_port": 9464, "shutdown_grace_s": 5, "event_loop": "asyncio"})
 
 
 async def test_admission_refuses_beyond_concurrency_plus_queue():
