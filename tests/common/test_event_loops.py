@@ -61,7 +61,7 @@ def test_where_uvloop_is_not_allowed_auto_means_asyncio_and_uvloop_is_an_error()
 
 def test_children_started_on_uvloop_inherit_descriptors_that_asyncio_closes():
     """Why the sandbox refuses uvloop and the other services default to asyncio."""
-    async def descriptors_a_child_sees(inheritable: int) -> list[int]:
+    async def descriptors_a_child_sees() -> list[int]:
         child = await asyncio.create_subprocess_exec(
             sys.executable, "-c", "import os; print(sorted(int(fd) for fd in os.listdir('/proc/self/fd')))",
             stdout=asyncio.subprocess.PIPE)
@@ -71,9 +71,9 @@ def test_children_started_on_uvloop_inherit_descriptors_that_asyncio_closes():
     left, right = socket.socketpair()
     with left, right:
         os.set_inheritable(left.fileno(), True)  # no close-on-exec, as some libraries leave their sockets
-        assert left.fileno() not in asyncio.run(descriptors_a_child_sees(left.fileno()))
+        assert left.fileno() not in asyncio.run(descriptors_a_child_sees())
         with asyncio.Runner(loop_factory=event_loops.loop_factory("uvloop", "test")) as runner:
-            assert left.fileno() in runner.run(descriptors_a_child_sees(left.fileno()))
+            assert left.fileno() in runner.run(descriptors_a_child_sees())
 
 
 def _service(tmp_path: Path, module: str, section: str, settings: dict) -> subprocess.Popen[str]:
