@@ -73,6 +73,7 @@ from services.canvas_store.adapters.sql.models import canvases, members, tenants
 from services.canvas_store.adapters.sql.run_repo import RunRepository
 from services.canvas_store.core.policy import Target
 from services.canvas_store.core.types import RunCommit, RunRecord, RunStep, StoredEvent
+from services.common import event_loops
 from services.common.clients import CHANNEL_OPTIONS, create_channel
 
 TENANT, USER, TOKEN = "bench", "bench-user", "bench-token-" + secrets.token_hex(8)
@@ -480,7 +481,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="alternating measurement slices per side")
     parser.add_argument("--store-pool", type=int, default=None,
                         help="the store's db_pool_size (default: the store's own default)")
-    parser.add_argument("--store-event-loop", choices=("auto", "uvloop", "asyncio"), default=None,
+    parser.add_argument("--store-event-loop", choices=event_loops.CHOICES, default=None,
                         help="the store's event_loop (default: the store's own default, uvloop)")
     args = parser.parse_args(argv)
     asyncio.run(run(args.db, args.canvases, args.seconds, args.concurrency, args.rounds, args.store_pool,

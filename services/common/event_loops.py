@@ -44,19 +44,13 @@ def loop_factory(choice: Any, field: str, *, uvloop_allowed: bool = True) -> Loo
     """The factory for `asyncio.Runner` (None = asyncio's own loop); `field` names the key in errors."""
     if choice not in CHOICES:
         raise InvalidArgumentError.for_field(field, f"must be one of {', '.join(CHOICES)} (got {choice!r})")
-    if choice == "asyncio":
-        return None
-    if not uvloop_allowed:
-        if choice == "uvloop":
-            raise InvalidArgumentError.for_field(
-                field, "cannot be uvloop here: children started on uvloop inherit the service's open descriptors")
-        return None
-    uvloop = _uvloop()
-    if uvloop is None:
-        if choice == "uvloop":
-            raise InvalidArgumentError.for_field(field, "is uvloop, but uvloop is not installed (pip install uvloop)")
-        return None
-    return uvloop.new_event_loop
+    if choice == "uvloop" and not uvloop_allowed:
+        raise InvalidArgumentError.for_field(
+            field, "cannot be uvloop here: children started on uvloop inherit the service's open descriptors")
+    uvloop = _uvloop() if choice != "asyncio" and uvloop_allowed else None
+    if uvloop is None and choice == "uvloop":
+        raise InvalidArgumentError.for_field(field, "is uvloop, but uvloop is not installed (pip install uvloop)")
+    return uvloop.new_event_loop if uvloop is not None else None
 
 
 def loop_name(loop: asyncio.AbstractEventLoop) -> str:

@@ -17,6 +17,7 @@ import yaml
 
 from services.common import event_loops
 from services.common.errors import InvalidArgumentError
+from tests.support.cluster import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -77,12 +78,9 @@ def test_children_started_on_uvloop_inherit_descriptors_that_asyncio_closes():
 
 
 def _service(tmp_path: Path, module: str, section: str, settings: dict) -> subprocess.Popen[str]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({"data_dir": str(tmp_path), "log": {"level": "INFO", "format": "json"},
-                                      section: {"port": port, **settings}}))
+                                      section: {"port": free_port(), **settings}}))
     env = {"PYTHONPATH": f"{ROOT}:{ROOT / 'gen' / 'python'}", "PATH": "/usr/bin:/bin"}
     return subprocess.Popen([sys.executable, "-m", f"services.{module}", "--config", str(config)], env=env,
                             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
