@@ -34,6 +34,7 @@ from pathlib import Path
 import grpc
 from agentcanvas.v1 import common_pb2, orchestrator_pb2, orchestrator_pb2_grpc
 
+from bench.procstat import cpu_seconds, machine_ticks
 from services.common.structs import to_struct
 from tests.support.cluster import REDIS_URL, Process, ProcessCluster, postgres_database
 from tests.support.openai_server import ScriptedOpenAIServer
@@ -41,7 +42,6 @@ from tests.support.openai_server import ScriptedOpenAIServer
 TOKENS = [{"token": "t-bench", "tenant": "bench", "user": "bench"},
           {"token": "t-svc", "tenant": "ops", "user": "orchestrator", "role": "service"}]
 AUTH = [("authorization", "Bearer t-bench")]
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def canvas(kind: str) -> dict:
@@ -58,14 +58,6 @@ def canvas(kind: str) -> dict:
                            "msg": node("Message", {"content": [content]}, [], ["work"])}}
 
 
-def cpu_seconds(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
-
-
 def pids_named(*names: str) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
@@ -79,13 +71,6 @@ def pids_named(*names: str) -> list[int]:
     return found
 
 
-def machine_jiffies() -> tuple[int, int]:
-    """(busy, total) jiffies of the whole machine, every process of every user included."""
-    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    idle = values[3] + values[4]  # idle + iowait
-    return sum(values) - idle, sum(values)
-
-
 def self_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
@@ -96,7 +81,7 @@ class CpuMeter:
         self.groups = groups
         self.start = {name: sum(cpu_seconds(p) for p in pids) for name, pids in groups.items()}
         self.client = self_cpu()
-        self.machine = machine_jiffies()
+        self.machine = machine_ticks()
         self.wall = time.perf_counter()
 
     def cores(self) -> dict[str, float]:
@@ -105,9 +90,10 @@ class CpuMeter:
                for name, pids in self.groups.items()}
         out["client"] = round((self_cpu() - self.client) / wall, 2)
         out["total"] = round(sum(out.values()), 2)
-        busy, total = machine_jiffies()
-        share = (busy - self.machine[0]) / max(1, total - self.machine[1])
+        used = machine_ticks().since(self.machine)
+        share = used.busy / max(1, used.total)
         out["machine_busy"] = round(share * (os.cpu_count() or 1), 2)  # cores busy, other tenants' load included
+        out["steal_pct"] = round(100 * used.steal_share, 1)  # of all CPU time, taken by the hypervisor
         return out
 
 

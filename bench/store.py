@@ -31,7 +31,9 @@ separate process (`python -m services.canvas_store --config ...`) and measures:
   calls in flight; the server and the calls it serves are the same). Each side runs in `--rounds`
   alternating slices so load from elsewhere hits all alike.
   `server_cpu_us` / `client_cpu_us`: CPU per call of ours in the store process and in this process (the
-  gRPC client), from /proc: steadier than ops/s on a shared machine.
+  gRPC client), from /proc: steadier than ops/s on a shared machine. `steal_pct`: the share of the
+  machine's CPU time the hypervisor gave to other guests during the measurement; runs with a high one
+  measure the host (bench/procstat.py).
 - list: p50 latency of ListCanvases (50 per page, update_time desc, paging forward through the
   100,000 canvases) and of the equivalent raw keyset SELECT (live canvases only, as the store lists).
 - commit: p50 latency of CommitRunStep (one step + two events) over gRPC and through the store's
@@ -68,6 +70,7 @@ from agentcanvas.v1 import canvas_store_pb2_grpc
 from google.protobuf import field_mask_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from bench.procstat import cpu_seconds, machine_ticks
 from services.canvas_store.adapters.sql import engine as sql_engine
 from services.canvas_store.adapters.sql.models import canvases, members, tenants
 from services.canvas_store.adapters.sql.run_repo import RunRepository
@@ -184,15 +187,6 @@ def store_process_pid(url: str, tmp: Path, pool_size: int | None = None,
         process.wait(30)
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process so far (Linux /proc; 0 elsewhere)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 async def wait_serving(channel: grpc.aio.Channel) -> None:
     health = health_pb2_grpc.HealthStub(channel)
     deadline = time.monotonic() + 60
@@ -276,9 +270,11 @@ def compare(ours: tuple[Callable[[int], grpc.Future], Callable[[int, Any], None]
             concurrency: int, seconds: float, rounds: int, store_pid: int) -> dict[str, float]:
     """ops/s of ours and of each raw variant, measured in `rounds` alternating slices of seconds/rounds each, so
     that load from other processes on the machine falls on every side alike; plus the CPU per call of ours,
-    in the store process (`server_cpu_us`) and in this process, the gRPC client (`client_cpu_us`)."""
+    in the store process (`server_cpu_us`) and in this process, the gRPC client (`client_cpu_us`); and the share
+    of the machine's CPU time the hypervisor took meanwhile (`steal_pct`, see bench/procstat.py)."""
     totals = {name: [0, 0.0] for name in ("ours", *raws)}
     server_cpu = client_cpu = 0.0
+    machine_before = machine_ticks()
     for _ in range(rounds):
         for name in totals:
             if name == "ours":
@@ -293,6 +289,7 @@ def compare(ours: tuple[Callable[[int], grpc.Future], Callable[[int, Any], None]
     rates = {name: done / elapsed for name, (done, elapsed) in totals.items()}
     calls = max(totals["ours"][0], 1)
     rates["server_cpu_us"], rates["client_cpu_us"] = 1e6 * server_cpu / calls, 1e6 * client_cpu / calls
+    rates["steal_pct"] = 100 * machine_ticks().since(machine_before).steal_share
     return rates
 
 
@@ -300,7 +297,8 @@ def emit_ratio(kind: str, op: str, concurrency: int, rates: dict[str, float]) ->
     emit(metric="ops_ratio", db=kind, op=op, concurrency=concurrency, ours_ops_s=round(rates["ours"], 1),
          raw_ops_s=round(rates["raw"], 1), value=round(rates["ours"] / rates["raw"], 3),
          raw_held_ops_s=round(rates["raw_held"], 1), value_held=round(rates["ours"] / rates["raw_held"], 3),
-         server_cpu_us=round(rates["server_cpu_us"]), client_cpu_us=round(rates["client_cpu_us"]))
+         server_cpu_us=round(rates["server_cpu_us"]), client_cpu_us=round(rates["client_cpu_us"]),
+         steal_pct=round(rates["steal_pct"], 1))
 
 
 async def run(kind: str, count: int, seconds: float, concurrency: int, rounds: int = 3,
@@ -325,7 +323,7 @@ async def run(kind: str, count: int, seconds: float, concurrency: int, rounds: i
             await bench_get(kind, sync_stub, metadata, db, ids, seconds, concurrency, rounds, store_pid)
             await bench_update(kind, stub, sync_stub, metadata, db, ids, seconds, concurrency, rounds, store_pid)
             sync_channel.close()
-            await bench_list(kind, stub, metadata, db)
+            await bench_list(kind, stub, metadata, db, pages=min(200, (count - 1) // 50))
             await bench_commit(kind, stub, service_metadata, db)
             await channel.close()
         db.dispose()
@@ -484,6 +482,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store-event-loop", choices=event_loops.CHOICES, default=None,
                         help="the store's event_loop (default: the store's own default, uvloop)")
     args = parser.parse_args(argv)
+    if args.canvases < max(100, 2 * args.concurrency):
+        parser.error("--canvases must be at least 100 and twice --concurrency")
     asyncio.run(run(args.db, args.canvases, args.seconds, args.concurrency, args.rounds, args.store_pool,
                     args.store_event_loop))
     return 0
