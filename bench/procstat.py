@@ -35,6 +35,9 @@ class MachineTicks(NamedTuple):
     def since(self, earlier: MachineTicks) -> MachineTicks:
         return MachineTicks(self.busy - earlier.busy, self.steal - earlier.steal, self.total - earlier.total)
 
+    def plus(self, other: MachineTicks) -> MachineTicks:
+        return MachineTicks(self.busy + other.busy, self.steal + other.steal, self.total + other.total)
+
     @property
     def steal_share(self) -> float:
         return self.steal / self.total if self.total > 0 else 0.0

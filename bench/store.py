@@ -31,9 +31,9 @@ separate process (`python -m services.canvas_store --config ...`) and measures:
   calls in flight; the server and the calls it serves are the same). Each side runs in `--rounds`
   alternating slices so load from elsewhere hits all alike.
   `server_cpu_us` / `client_cpu_us`: CPU per call of ours in the store process and in this process (the
-  gRPC client), from /proc: steadier than ops/s on a shared machine. `steal_pct`: the share of the
-  machine's CPU time the hypervisor gave to other guests during the measurement; runs with a high one
-  measure the host (bench/procstat.py).
+  gRPC client), from /proc: steadier than ops/s on a shared machine. `steal_pct` / `raw_steal_pct`: the share of
+  the machine's CPU time the hypervisor gave to other guests during ours' / the raw slices; runs with a
+  high one measure the host (bench/procstat.py).
 - list: p50 latency of ListCanvases (50 per page, update_time desc, paging forward through the
   100,000 canvases) and of the equivalent raw keyset SELECT (live canvases only, as the store lists).
 - commit: p50 latency of CommitRunStep (one step + two events) over gRPC and through the store's
@@ -70,7 +70,7 @@ from agentcanvas.v1 import canvas_store_pb2_grpc
 from google.protobuf import field_mask_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from bench.procstat import cpu_seconds, machine_ticks
+from bench.procstat import MachineTicks, cpu_seconds, machine_ticks
 from services.canvas_store.adapters.sql import engine as sql_engine
 from services.canvas_store.adapters.sql.models import canvases, members, tenants
 from services.canvas_store.adapters.sql.run_repo import RunRepository
@@ -271,12 +271,14 @@ def compare(ours: tuple[Callable[[int], grpc.Future], Callable[[int, Any], None]
     """ops/s of ours and of each raw variant, measured in `rounds` alternating slices of seconds/rounds each, so
     that load from other processes on the machine falls on every side alike; plus the CPU per call of ours,
     in the store process (`server_cpu_us`) and in this process, the gRPC client (`client_cpu_us`); and the share
-    of the machine's CPU time the hypervisor took meanwhile (`steal_pct`, see bench/procstat.py)."""
+    of the machine's CPU time the hypervisor took during ours' slices (`steal_pct`) and during the raw
+    slices (`raw_steal_pct`), see bench/procstat.py."""
     totals = {name: [0, 0.0] for name in ("ours", *raws)}
+    machine = {name: MachineTicks(0, 0, 0) for name in totals}
     server_cpu = client_cpu = 0.0
-    machine_before = machine_ticks()
     for _ in range(rounds):
         for name in totals:
+            machine_before = machine_ticks()
             if name == "ours":
                 server_before, client_before = cpu_seconds(store_pid), cpu_seconds(os.getpid())
                 done, elapsed = grpc_rate(*ours, concurrency, seconds / rounds)
@@ -284,12 +286,14 @@ def compare(ours: tuple[Callable[[int], grpc.Future], Callable[[int, Any], None]
                 client_cpu += cpu_seconds(os.getpid()) - client_before
             else:
                 done, elapsed = raw_rate(raws[name], concurrency, seconds / rounds)
+            machine[name] = machine[name].plus(machine_ticks().since(machine_before))
             totals[name][0] += done
             totals[name][1] += elapsed
     rates = {name: done / elapsed for name, (done, elapsed) in totals.items()}
     calls = max(totals["ours"][0], 1)
     rates["server_cpu_us"], rates["client_cpu_us"] = 1e6 * server_cpu / calls, 1e6 * client_cpu / calls
-    rates["steal_pct"] = 100 * machine_ticks().since(machine_before).steal_share
+    rates["steal_pct"] = 100 * machine["ours"].steal_share
+    rates["raw_steal_pct"] = 100 * machine["raw"].steal_share
     return rates
 
 
@@ -298,7 +302,7 @@ def emit_ratio(kind: str, op: str, concurrency: int, rates: dict[str, float]) ->
          raw_ops_s=round(rates["raw"], 1), value=round(rates["ours"] / rates["raw"], 3),
          raw_held_ops_s=round(rates["raw_held"], 1), value_held=round(rates["ours"] / rates["raw_held"], 3),
          server_cpu_us=round(rates["server_cpu_us"]), client_cpu_us=round(rates["client_cpu_us"]),
-         steal_pct=round(rates["steal_pct"], 1))
+         steal_pct=round(rates["steal_pct"], 1), raw_steal_pct=round(rates["raw_steal_pct"], 1))
 
 
 async def run(kind: str, count: int, seconds: float, concurrency: int, rounds: int = 3,
