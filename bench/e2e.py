@@ -41,6 +41,7 @@ import grpc
 import yaml
 from agentcanvas.v1 import canvas_store_pb2, canvas_store_pb2_grpc, llm_gateway_pb2, llm_gateway_pb2_grpc, orchestrator_pb2, orchestrator_pb2_grpc
 
+from bench.procstat import cpu_seconds
 from services.common.health import wait_until_serving
 from services.common.structs import to_struct
 from tests.support.openai_server import Reply, ScriptedOpenAIServer
@@ -65,12 +66,6 @@ DSL = {
     "globals": {"sys.query": "", "sys.user_id": "", "sys.conversation_turns": 0, "sys.files": []},
     "history": [], "path": [], "retrieval": [],
 }
-
-
-def _cpu_s(pid: int) -> float:
-    """utime + stime of a process (all its threads), in seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _store_rpcs(port: int) -> dict[str, float]:
@@ -264,11 +259,11 @@ async def main(argv: list[str] | None = None) -> None:
                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             runs = args.runs if concurrency > 1 else max(args.runs // 4, 50)
             pids = {name: p.pid for name, p in processes.items()} | {"client": os.getpid(), "model_server": model.pid}
-            cpu_before = {name: _cpu_s(pid) for name, pid in pids.items()}
+            cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
             rpcs_before = _store_rpcs(store_metrics)
             result = await _phase(stub, runs, concurrency, rpc)
             rpcs_after = _store_rpcs(store_metrics)
-            cpu = {name: round((_cpu_s(pid) - cpu_before[name]) * 1000 / runs, 2) for name, pid in pids.items()}
+            cpu = {name: round((cpu_seconds(pid) - cpu_before[name]) * 1000 / runs, 2) for name, pid in pids.items()}
             if FAILED_RUNS:
                 await _describe_failed(config["addresses"]["canvas_store"])
             if profiler is not None:
