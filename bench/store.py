@@ -2,6 +2,7 @@
 
     python -m bench.store --db sqlite|postgresql|mariadb [--canvases 100000] [--seconds 3] [--concurrency 8]
                           [--store-pool N] [--store-event-loop auto|uvloop|asyncio]
+                          [--client auto|native|python]
 
 Seeds N canvases with bulk inserts into a fresh database (SQLite file in a temp dir; a uniquely named
 database on the local PostgreSQL/MariaDB server, dropped at the end; override the server with
@@ -25,15 +26,17 @@ separate process (`python -m services.canvas_store --config ...`) and measures:
   (`value_held`) keeps one connection per worker thread for the whole run, as the store's DB threads
   keep theirs for the fast paths (`Database.held_connection`), so it is the statement and Core alone.
   The raw side does no gRPC, authentication, policy check or protobuf conversion: that is the overhead
-  the ratio measures. The client's own gRPC work shares the CPU with the store; it is only the harness,
-  so it is the cheapest client measured: one sync channel whose `.future` calls are chained by completion
-  callbacks, `--concurrency` in flight (about 20% less client CPU per call than grpc.aio with the same
-  calls in flight; the server and the calls it serves are the same). Each side runs in `--rounds`
+  the ratio measures. The load client's own gRPC work shares the two cores with the store, and the raw
+  side has no client at all; the client is only the harness, so by default (`--client auto`) it is
+  bench/native/store_load.cc, a C++ gRPC client on one completion queue (built on first use, see
+  bench/loadclient.py): ~130-170 us of CPU per call where the cheapest Python client, `--client python`
+  (one sync channel whose `.future` calls are chained by completion callbacks), costs ~260-350 us. Either
+  keeps `--concurrency` calls in flight, and the store serves the same calls. Each side runs in `--rounds`
   alternating slices so load from elsewhere hits all alike.
-  `server_cpu_us` / `client_cpu_us`: CPU per call of ours in the store process and in this process (the
-  gRPC client), from /proc: steadier than ops/s on a shared machine. `steal_pct` / `raw_steal_pct`: the share of
-  the machine's CPU time the hypervisor gave to other guests during ours' / the raw slices; runs with a
-  high one measure the host (bench/procstat.py).
+  `server_cpu_us` / `client_cpu_us`: CPU per call of ours in the store process and in the load client's
+  process, from /proc: steadier than ops/s on a shared machine. `client` says which client ran.
+  `steal_pct` / `raw_steal_pct`: the share of the machine's CPU time the hypervisor gave to other guests
+  during ours' / the raw slices; runs with a high one measure the host (bench/procstat.py).
 - list: p50 latency of ListCanvases (50 per page, update_time desc, paging forward through the
   100,000 canvases) and of the equivalent raw keyset SELECT (live canvases only, as the store lists).
 - commit: p50 latency of CommitRunStep (one step + two events) over gRPC and through the store's
@@ -59,6 +62,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 from pathlib import Path
 
@@ -70,6 +74,7 @@ from agentcanvas.v1 import canvas_store_pb2_grpc
 from google.protobuf import field_mask_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from bench.loadclient import Load, NativeClientUnavailable, NativeLoad, PythonLoad, build_native_client
 from bench.procstat import MachineTicks, cpu_seconds, machine_ticks
 from services.canvas_store.adapters.sql import engine as sql_engine
 from services.canvas_store.adapters.sql.models import canvases, members, tenants
@@ -199,49 +204,6 @@ async def wait_serving(channel: grpc.aio.Channel) -> None:
     raise TimeoutError("the store did not become SERVING")
 
 
-def grpc_rate(start: Callable[[int], grpc.Future], finish: Callable[[int, Any], None], concurrency: int,
-              seconds: float) -> tuple[int, float]:
-    """Keep `concurrency` calls in flight for `seconds`: `start(index)` issues one (a sync stub's `.future`),
-    `finish(index, reply)` takes its reply, and the completion callback issues that worker's next call.
-
-    Why callbacks on grpc's own completion thread and not grpc.aio or blocking stubs in threads: the client
-    is only the harness, and this is the cheapest one measured (Health.Check on the same server: ~80-110 us
-    of client CPU per call, vs ~110-155 us for grpc.aio with 8 in-flight and ~130-150 us for blocking stubs
-    in 8 threads), so less of the two shared cores goes to the client. Returns (completed calls, seconds).
-    """
-    done = [0]
-    failures: list[BaseException] = []
-    active = [concurrency]
-    finished = threading.Condition()
-    counting = threading.Lock()
-    stop = time.perf_counter() + seconds
-
-    def issue(index: int, future: grpc.Future | None = None) -> None:
-        try:
-            if future is not None:
-                finish(index, future.result())
-                with counting:  # callbacks run on grpc's channel thread, or here when the call is already done
-                    done[0] += 1
-            if time.perf_counter() < stop and not failures:
-                start(index).add_done_callback(lambda f: issue(index, f))
-                return
-        except BaseException as exc:  # noqa: BLE001 - carried to the caller, which fails the run
-            failures.append(exc)
-        with finished:
-            active[0] -= 1
-            finished.notify()
-
-    started = time.perf_counter()
-    for index in range(concurrency):
-        issue(index)
-    with finished:
-        finished.wait_for(lambda: active[0] == 0)
-    elapsed = time.perf_counter() - started
-    if failures:
-        raise failures[0]
-    return done[0], elapsed
-
-
 def held_connections(db: sql_engine.Database, count: int, *, autocommit: bool) -> list[sa.Connection]:
     """One Core connection per raw worker, kept for the whole measurement, as the store's threads keep theirs."""
     engine = db.engine.execution_options(isolation_level="AUTOCOMMIT") if autocommit else db.engine
@@ -266,11 +228,11 @@ def raw_rate(worker: Callable[[int], None], concurrency: int, seconds: float) ->
     return sum(done), time.perf_counter() - started
 
 
-def compare(ours: tuple[Callable[[int], grpc.Future], Callable[[int, Any], None]], raws: dict[str, Callable[[int], None]],
-            concurrency: int, seconds: float, rounds: int, store_pid: int) -> dict[str, float]:
+def compare(ours: Load, raws: dict[str, Callable[[int], None]], concurrency: int, seconds: float, rounds: int,
+            store_pid: int) -> dict[str, float]:
     """ops/s of ours and of each raw variant, measured in `rounds` alternating slices of seconds/rounds each, so
     that load from other processes on the machine falls on every side alike; plus the CPU per call of ours,
-    in the store process (`server_cpu_us`) and in this process, the gRPC client (`client_cpu_us`); and the share
+    in the store process (`server_cpu_us`) and in the load client's (`client_cpu_us`); and the share
     of the machine's CPU time the hypervisor took during ours' slices (`steal_pct`) and during the raw
     slices (`raw_steal_pct`), see bench/procstat.py."""
     totals = {name: [0, 0.0] for name in ("ours", *raws)}
@@ -280,10 +242,10 @@ def compare(ours: tuple[Callable[[int], grpc.Future], Callable[[int, Any], None]
         for name in totals:
             machine_before = machine_ticks()
             if name == "ours":
-                server_before, client_before = cpu_seconds(store_pid), cpu_seconds(os.getpid())
-                done, elapsed = grpc_rate(*ours, concurrency, seconds / rounds)
+                server_before, client_before = cpu_seconds(store_pid), cpu_seconds(ours.pid)
+                done, elapsed = ours.run(seconds / rounds)
                 server_cpu += cpu_seconds(store_pid) - server_before
-                client_cpu += cpu_seconds(os.getpid()) - client_before
+                client_cpu += cpu_seconds(ours.pid) - client_before
             else:
                 done, elapsed = raw_rate(raws[name], concurrency, seconds / rounds)
             machine[name] = machine[name].plus(machine_ticks().since(machine_before))
@@ -297,16 +259,51 @@ def compare(ours: tuple[Callable[[int], grpc.Future], Callable[[int, Any], None]
     return rates
 
 
-def emit_ratio(kind: str, op: str, concurrency: int, rates: dict[str, float]) -> None:
+def emit_ratio(kind: str, op: str, concurrency: int, client: str, rates: dict[str, float]) -> None:
     emit(metric="ops_ratio", db=kind, op=op, concurrency=concurrency, ours_ops_s=round(rates["ours"], 1),
          raw_ops_s=round(rates["raw"], 1), value=round(rates["ours"] / rates["raw"], 3),
          raw_held_ops_s=round(rates["raw_held"], 1), value_held=round(rates["ours"] / rates["raw_held"], 3),
-         server_cpu_us=round(rates["server_cpu_us"]), client_cpu_us=round(rates["client_cpu_us"]),
+         server_cpu_us=round(rates["server_cpu_us"]), client_cpu_us=round(rates["client_cpu_us"]), client=client,
          steal_pct=round(rates["steal_pct"], 1), raw_steal_pct=round(rates["raw_steal_pct"], 1))
 
 
+@dataclass
+class Measure:
+    """One ops_ratio measurement's settings: the database, the store's process, the load client and the slices."""
+
+    kind: str
+    port: int
+    store_pid: int
+    native_client: Path | None
+    """The C++ load client (bench/loadclient.py); None: grpc-python calls from this process."""
+    sync_stub: canvas_store_pb2_grpc.CanvasStoreStub
+    metadata: tuple[tuple[str, str], ...]
+    concurrency: int
+    seconds: float
+    rounds: int
+
+    @property
+    def client(self) -> str:
+        return "native" if self.native_client else "python"
+
+    def load(self, op: str, lines: list[str], start: Callable[[int], grpc.Future],
+             finish: Callable[[int, Any], None]) -> Load:
+        """Ours' load: the native client fed `lines`, or `start`/`finish` on the sync stub (see loadclient)."""
+        if self.native_client:
+            return NativeLoad(self.native_client, f"127.0.0.1:{self.port}", TOKEN, op, self.concurrency, lines)
+        return PythonLoad(start, finish, self.concurrency)
+
+    def ratio(self, op: str, ours: Load, raws: dict[str, Callable[[int], None]]) -> None:
+        try:
+            rates = compare(ours, raws, self.concurrency, self.seconds, self.rounds, self.store_pid)
+        finally:
+            ours.close()
+        emit_ratio(self.kind, op, self.concurrency, self.client, rates)
+
+
 async def run(kind: str, count: int, seconds: float, concurrency: int, rounds: int = 3,
-              store_pool: int | None = None, store_event_loop: str | None = None) -> None:
+              store_pool: int | None = None, store_event_loop: str | None = None,
+              native_client: Path | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="ac-bench-store-") as tmp_name, database(kind, Path(tmp_name)) as url:
         tmp = Path(tmp_name)
         db = sql_engine.open_database(url, pool_size=concurrency)
@@ -319,13 +316,15 @@ async def run(kind: str, count: int, seconds: float, concurrency: int, rounds: i
             stub = canvas_store_pb2_grpc.CanvasStoreStub(channel)
             metadata = (("authorization", f"Bearer {TOKEN}"),)
             service_metadata = (("authorization", f"Bearer {TOKEN}-svc"),)
-            # get/update load comes from a sync channel (see grpc_rate); the rest uses the grpc.aio one.
+            # Without the native client, get/update load comes from a sync channel (see loadclient.grpc_rate);
+            # the rest uses the grpc.aio one.
             sync_channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=CHANNEL_OPTIONS)
             sync_stub = canvas_store_pb2_grpc.CanvasStoreStub(sync_channel)
             await stub.GetCanvas(pb.GetCanvasRequest(id=ids[0]), metadata=metadata)  # warm-up
             sync_stub.GetCanvas(pb.GetCanvasRequest(id=ids[0]), metadata=metadata)
-            await bench_get(kind, sync_stub, metadata, db, ids, seconds, concurrency, rounds, store_pid)
-            await bench_update(kind, stub, sync_stub, metadata, db, ids, seconds, concurrency, rounds, store_pid)
+            measure = Measure(kind, port, store_pid, native_client, sync_stub, metadata, concurrency, seconds, rounds)
+            await bench_get(measure, db, ids)
+            await bench_update(measure, stub, db, ids)
             sync_channel.close()
             await bench_list(kind, stub, metadata, db, pages=min(200, (count - 1) // 50))
             await bench_commit(kind, stub, service_metadata, db)
@@ -333,18 +332,19 @@ async def run(kind: str, count: int, seconds: float, concurrency: int, rounds: i
         db.dispose()
 
 
-async def bench_get(kind, sync_stub, metadata, db, ids, seconds, concurrency, rounds, store_pid) -> None:
+async def bench_get(measure: Measure, db: sql_engine.Database, ids: list[str]) -> None:
     counter = iter(range(10**12))
 
     def ours(_index: int) -> grpc.Future:
-        return sync_stub.GetCanvas.future(pb.GetCanvasRequest(id=ids[next(counter) % len(ids)]), metadata=metadata)
+        return measure.sync_stub.GetCanvas.future(pb.GetCanvasRequest(id=ids[next(counter) % len(ids)]),
+                                                  metadata=measure.metadata)
 
     def ours_reply(_index: int, reply: pb.Canvas) -> None:
         assert reply.id, reply
 
     query = sa.select(*RESOURCE_COLUMNS).where(canvases.c.id == sa.bindparam("b_id"))
     autocommit = db.engine.execution_options(isolation_level="AUTOCOMMIT")
-    held = held_connections(db, concurrency, autocommit=True)
+    held = held_connections(db, measure.concurrency, autocommit=True)
 
     def raw(_index: int) -> None:
         with autocommit.connect() as conn:
@@ -353,19 +353,22 @@ async def bench_get(kind, sync_stub, metadata, db, ids, seconds, concurrency, ro
     def raw_held(index: int) -> None:
         held[index].execute(query, {"b_id": ids[next(counter) % len(ids)]}).one()
 
-    rates = compare((ours, ours_reply), {"raw": raw, "raw_held": raw_held}, concurrency, seconds, rounds, store_pid)
-    for conn in held:
-        conn.close()
-    emit_ratio(kind, "get", concurrency, rates)
+    try:
+        measure.ratio("get", measure.load("get", ids, ours, ours_reply), {"raw": raw, "raw_held": raw_held})
+    finally:
+        for conn in held:
+            conn.close()
 
 
-async def bench_update(kind, stub, sync_stub, metadata, db, ids, seconds, concurrency, rounds, store_pid) -> None:
+async def bench_update(measure: Measure, stub: canvas_store_pb2_grpc.CanvasStoreStub, db: sql_engine.Database,
+                       ids: list[str]) -> None:
     # Each worker updates its own canvas, carrying the etag from its previous write.
+    concurrency = measure.concurrency
     ours_targets = ids[-concurrency:]
     raw_targets = ids[-2 * concurrency:-concurrency]
     etags = {}
     for cid in ours_targets:
-        etags[cid] = (await stub.GetCanvas(pb.GetCanvasRequest(id=cid), metadata=metadata)).etag
+        etags[cid] = (await stub.GetCanvas(pb.GetCanvasRequest(id=cid), metadata=measure.metadata)).etag
     with db.engine.connect() as conn:
         for cid in raw_targets:
             etags[cid] = conn.execute(sa.select(canvases.c.etag).where(canvases.c.id == cid)).scalar_one()
@@ -373,9 +376,9 @@ async def bench_update(kind, stub, sync_stub, metadata, db, ids, seconds, concur
 
     def ours(index: int) -> grpc.Future:
         cid = ours_targets[index]
-        return sync_stub.UpdateCanvas.future(pb.UpdateCanvasRequest(
+        return measure.sync_stub.UpdateCanvas.future(pb.UpdateCanvasRequest(
             canvas=pb.Canvas(id=cid, etag=etags[cid], description=f"d{time.perf_counter_ns()}"), update_mask=mask),
-            metadata=metadata)
+            metadata=measure.metadata)
 
     def ours_reply(index: int, reply: pb.Canvas) -> None:
         etags[ours_targets[index]] = reply.etag
@@ -411,10 +414,12 @@ async def bench_update(kind, stub, sync_stub, metadata, db, ids, seconds, concur
         with lock:
             write(held[index], index)
 
-    rates = compare((ours, ours_reply), {"raw": raw, "raw_held": raw_held}, concurrency, seconds, rounds, store_pid)
-    for conn in held:
-        conn.close()
-    emit_ratio(kind, "update", concurrency, rates)
+    ours_load = measure.load("update", [f"{cid} {etags[cid]}" for cid in ours_targets], ours, ours_reply)
+    try:
+        measure.ratio("update", ours_load, {"raw": raw, "raw_held": raw_held})
+    finally:
+        for conn in held:
+            conn.close()
 
 
 async def bench_list(kind, stub, metadata, db, pages: int = 200) -> None:
@@ -485,11 +490,23 @@ def main(argv: list[str] | None = None) -> int:
                         help="the store's db_pool_size (default: the store's own default)")
     parser.add_argument("--store-event-loop", choices=event_loops.CHOICES, default=None,
                         help="the store's event_loop (default: the store's own default, uvloop)")
+    parser.add_argument("--client", choices=("auto", "native", "python"), default="auto",
+                        help="the get/update load client: the C++ one (built on first use), grpc-python, or auto: "
+                             "native when it can be built, else python with a warning")
     args = parser.parse_args(argv)
     if args.canvases < max(100, 2 * args.concurrency):
         parser.error("--canvases must be at least 100 and twice --concurrency")
+    native_client = None
+    if args.client != "python":
+        try:
+            native_client = build_native_client()
+        except NativeClientUnavailable as exc:
+            if args.client == "native":
+                parser.error(f"the native load client cannot be built: {exc}")
+            print(f"bench.store: using the Python load client; the native one cannot be built: {exc}",
+                  file=sys.stderr)
     asyncio.run(run(args.db, args.canvases, args.seconds, args.concurrency, args.rounds, args.store_pool,
-                    args.store_event_loop))
+                    args.store_event_loop, native_client))
     return 0
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent setup for a fresh Debian or Ubuntu machine with Python 3.11+.
 #   scripts/setup.sh          runtime: system packages, .venv, agent-canvas
-#   scripts/setup.sh --test   also what the test suite needs (podman, the sandbox image, npm deps)
+#   scripts/setup.sh --test   also what the test suite needs (podman, the sandbox image, npm deps, gRPC C++
+#                             for bench.store's native load client)
 # Uses sudo when not root. Re-running it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +16,8 @@ log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
 # --- system packages ---------------------------------------------------------------------------
 packages=(bubblewrap build-essential cmake git nodejs npm)
-[ "$WITH_TEST" = 1 ] && packages+=(podman runc)
+# podman/runc: the sandbox's container tests; the gRPC C++ packages: bench.store's native load client.
+[ "$WITH_TEST" = 1 ] && packages+=(podman runc pkg-config libgrpc++-dev protobuf-compiler-grpc)
 missing=()
 for pkg in "${packages[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
