@@ -2,9 +2,9 @@
 
 Two kinds, measured against the same store:
 - `NativeLoad` (the default): bench/native/store_load.cc, a C++ gRPC client built here on first use with the
-  system's gRPC (Debian: libgrpc++-dev protobuf-compiler-grpc pkg-config g++). The client is only the
-  harness, but it shares the machine's two cores with the store; this one costs a small fraction of the CPU
-  per call of the cheapest Python client, so the cores go to the store under test.
+  system's gRPC (Debian: libgrpc++-dev libprotobuf-dev protobuf-compiler-grpc pkg-config g++). The client is
+  only the harness, but it shares the machine's two cores with the store; this one costs a small fraction of
+  the CPU per call of the cheapest Python client, so the cores go to the store under test.
 - `PythonLoad`: one sync grpc-python channel, its `.future` calls chained by completion callbacks (the
   cheapest Python client measured; see `grpc_rate`).
 """
@@ -29,7 +29,7 @@ SOURCE = ROOT / "bench" / "native" / "store_load.cc"
 PROTOS = ROOT / "protos"
 PROTO_FILES = ("agentcanvas/v1/canvas_store.proto", "agentcanvas/v1/common.proto")
 BUILD_DIR = ROOT / "build" / "bench"
-BUILD_PACKAGES = "g++ pkg-config libgrpc++-dev protobuf-compiler-grpc"
+BUILD_PACKAGES = "g++ pkg-config libgrpc++-dev libprotobuf-dev protobuf-compiler-grpc"
 
 
 class Load(Protocol):
