@@ -29,8 +29,8 @@ separate process (`python -m services.canvas_store --config ...`) and measures:
   the ratio measures. The load client's own gRPC work shares the two cores with the store, and the raw
   side has no client at all; the client is only the harness, so by default (`--client auto`) it is
   bench/native/store_load.cc, a C++ gRPC client on one completion queue (built on first use, see
-  bench/loadclient.py): ~130-170 us of CPU per call where the cheapest Python client, `--client python`
-  (one sync channel whose `.future` calls are chained by completion callbacks), costs ~260-350 us. Either
+  bench/loadclient.py): 110-230 us of CPU per call where the cheapest Python client, `--client python`
+  (one sync channel whose `.future` calls are chained by completion callbacks), costs 240-510 us. Either
   keeps `--concurrency` calls in flight, and the store serves the same calls. Each side runs in `--rounds`
   alternating slices so load from elsewhere hits all alike.
   `server_cpu_us` / `client_cpu_us`: CPU per call of ours in the store process and in the load client's

@@ -7,7 +7,7 @@
 Each service names its default (`ServiceDefinition.event_loop`). The canvas store's is `auto`: a unary
 call through grpc.aio wakes the loop several times (each completion grpc's poller thread hands over is a
 socket read and a callback), the store's handlers are short, so the loop's own machinery is a large share
-of a call. In interleaved A/B runs (2026-12-03, services/canvas_store/README.md) uvloop cut the store's
+of a call. In interleaved A/B runs (2026-12-03, services/canvas_store/BENCHMARK.md) uvloop cut the store's
 loop-thread CPU per UpdateCanvas by ~10% on SQLite and ~14% on PostgreSQL, and per GetCanvas by ~7%.
 
 The other services default to `asyncio` because they start child processes, and libuv starts them

@@ -2,7 +2,7 @@
 
 Why: on PostgreSQL a GetCanvas or a description update is one statement, and handing it to a DB-pool
 thread costs the store more CPU than the statement does: the hop itself, then the GIL passing back and
-forth between the gRPC event loop and eight DB threads (measured in services/canvas_store/README.md,
+forth between the gRPC event loop and eight DB threads (measured in services/canvas_store/BENCHMARK.md,
 "Where the time goes"). psycopg's asyncio connections let the statement run on the loop's own thread
 instead, but the use cases are synchronous code shared with the CLI and the pool. `run` executes such a
 function in a greenlet on the loop; when the function reaches a statement, the fast path hands the
