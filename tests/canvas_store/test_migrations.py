@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from services.canvas_store.adapters.sql import engine as sql_engine
-from services.canvas_store.adapters.sql.models import Base, canvases, idempotency_keys
+from services.canvas_store.adapters.sql.models import Base, canvases, idempotency_keys, templates
+from services.common.errors import UnavailableError
 from tests.support.databases import temporary_database
 
 HEAD = "0005_request_fingerprint"
@@ -85,3 +89,69 @@ def test_cli_entry_points_migrate_and_seed(backend, tmp_path):
         assert migrate(config) == HEAD
         assert seed_templates(config) == 15
         assert seed_templates(config) == 0  # idempotent
+
+
+# One store start-up as its own process: imports, says "ready", opens the store when told "go" on stdin, prints
+# the page-token secret it ended up with.
+_START_UP = """
+import sys
+from services.canvas_store.app import StoreApp
+from services.canvas_store.settings import StoreSettings
+from services.common.settings import Config
+app = StoreApp(StoreSettings.from_config(Config({"data_dir": sys.argv[1], "store": {"database_url": sys.argv[2]}})))
+print("ready", flush=True)
+sys.stdin.readline()
+try:
+    app.open()
+    print(app.tenants.page_token_secret().hex(), flush=True)
+finally:
+    app.close()
+"""
+
+
+def test_store_processes_starting_together_all_come_up(backend, tmp_path):
+    """Replicas of a first deploy open one empty database at the same moment: every one of them migrates, seeds
+    the templates and reads the page-token secret without failing, and the result is one schema, one set of
+    templates and one secret. (Processes, as replicas are: alembic keeps its migration context in a global.)"""
+    with temporary_database(backend, str(tmp_path)) as url:
+        starts = [subprocess.Popen([sys.executable, "-c", _START_UP, str(tmp_path), url], stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+        try:
+            for start in starts:
+                assert start.stdout.readline().strip() == "ready"
+            for start in starts:  # released together, once every one is ready
+                start.stdin.write("go\n")
+                start.stdin.flush()
+            outcomes = [start.communicate(timeout=120) for start in starts]
+        finally:
+            for start in starts:
+                start.kill()
+        for start, (_out, err) in zip(starts, outcomes):
+            assert start.returncode == 0, err[-3000:]
+        assert len({out.strip() for out, _err in outcomes}) == 1
+        db = sql_engine.open_database(url, pool_size=1)
+        try:
+            assert sql_engine.current_revision(db.engine) == HEAD
+            with db.engine.connect() as conn:
+                assert conn.execute(sa.select(sa.func.count()).select_from(templates)).scalar() == 15
+        finally:
+            db.dispose()
+
+
+def test_a_start_up_waits_for_the_migration_lock_then_gives_up_unavailable(backend, tmp_path):
+    """While another store holds the migration lock, upgrade waits for it; past its timeout it fails with
+    UnavailableError (MIGRATION_LOCK_HELD) instead of migrating alongside, and migrates once the lock is free."""
+    with temporary_database(backend, str(tmp_path)) as url:
+        db = sql_engine.open_database(url, pool_size=1)
+        other = sql_engine.open_database(url, pool_size=1)  # another store process's engine
+        try:
+            with sql_engine._migration_lock(other.engine, timeout_s=5):
+                with pytest.raises(UnavailableError) as refused:
+                    sql_engine.upgrade(db.engine, lock_timeout_s=0.2)
+                assert refused.value.reason == "MIGRATION_LOCK_HELD"
+                assert sql_engine.current_revision(db.engine) is None  # nothing was migrated
+            sql_engine.upgrade(db.engine, lock_timeout_s=5)  # released: the next start-up migrates
+            assert sql_engine.current_revision(db.engine) == HEAD
+        finally:
+            db.dispose()
+            other.dispose()

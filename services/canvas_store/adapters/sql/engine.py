@@ -19,6 +19,8 @@ instead of letting them spin in SQLite's busy handler; other processes wait up t
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
 import logging
 import threading
 import time
@@ -44,6 +46,14 @@ from services.common.errors import AbortedError, InvalidArgumentError, Unavailab
 logger = logging.getLogger(__name__)
 
 VERSION_TABLE = "alembic_version_canvas_store"
+MIGRATION_LOCK_NAME = "agentcanvas.canvas_store.migrations"
+"""The MySQL/MariaDB named lock (GET_LOCK) that store processes take to migrate."""
+_PG_MIGRATION_LOCK_KEY = int.from_bytes(hashlib.sha256(MIGRATION_LOCK_NAME.encode()).digest()[:8], "big", signed=True)
+"""The same lock as a PostgreSQL advisory lock key (a signed 64-bit number)."""
+_PG_LOCK_NOT_AVAILABLE = "55P03"
+"""SQLSTATE of a lock wait that ran past lock_timeout."""
+MIGRATION_LOCK_TIMEOUT_S = 300.0
+"""How long a starting store waits for another one's migrations before it gives up (UNAVAILABLE)."""
 _WRITE = "canvas_store_write"
 _TX_LATENCY = telemetry.histogram(
     "store_db_transaction_seconds", "Database transaction latency (connection wait included), by kind and outcome",
@@ -248,14 +258,81 @@ def _alembic_config(connection: Connection) -> AlembicConfig:
     return config
 
 
-def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Apply migrations up to `revision` (idempotent). Safe to call at every start-up."""
-    with engine.connect() as connection:
-        if is_sqlite(engine):
-            connection.execution_options(**{_WRITE: True})
+def upgrade(engine: Engine, revision: str = "head", lock_timeout_s: float = MIGRATION_LOCK_TIMEOUT_S) -> None:
+    """Apply migrations up to `revision` (idempotent). Safe to call at every start-up, from any number of store
+    processes at once: they take turns (`_migration_lock`), and each finds the schema where the previous left it."""
+    with _migration_lock(engine, lock_timeout_s) as connection:
         command.upgrade(_alembic_config(connection), revision)
         connection.commit()
     logger.info("canvas_store schema at %s", current_revision(engine))
+
+
+@contextlib.contextmanager
+def _migration_lock(engine: Engine, timeout_s: float) -> Iterator[Connection]:
+    """A connection of `engine` that holds the database-wide migration lock until the block ends.
+
+    Why: replicas that start together (a first deploy, a scale-up) would otherwise all find the schema empty and
+    all create it; every one but the first then fails on a table that already exists. PostgreSQL and MariaDB
+    have session locks for this. SQLite has none, and alembic does not run its DDL in one transaction there
+    (nor can the first connections to a new file all switch it to WAL at once), so its store processes take
+    turns on a lock file beside the database, taken before the first connection. Waiting longer than
+    `timeout_s` is UnavailableError (MIGRATION_LOCK_HELD).
+    """
+    if is_sqlite(engine):
+        with _sqlite_lock_file(engine.url.database, timeout_s), engine.connect() as connection:
+            yield connection.execution_options(**{_WRITE: True})
+        return
+    postgres = engine.dialect.name == "postgresql"
+    with engine.connect() as connection:
+        if postgres:
+            connection.exec_driver_sql(f"SET lock_timeout = {max(1, int(timeout_s * 1000))}")
+            try:
+                connection.execute(sa.text("SELECT pg_advisory_lock(:key)"), {"key": _PG_MIGRATION_LOCK_KEY})
+            except exc.OperationalError as error:
+                if getattr(error.orig, "sqlstate", None) == _PG_LOCK_NOT_AVAILABLE:
+                    raise _migration_lock_held(timeout_s) from error
+                raise
+            connection.exec_driver_sql("RESET lock_timeout")
+        elif connection.execute(sa.text("SELECT GET_LOCK(:name, :wait)"),
+                                {"name": MIGRATION_LOCK_NAME, "wait": timeout_s}).scalar() != 1:
+            raise _migration_lock_held(timeout_s)  # MySQL/MariaDB: 0 when the wait timed out
+        connection.commit()  # end the transaction the lock statement began; the migrations begin their own
+        try:
+            yield connection
+        finally:
+            connection.rollback()  # a failed migration leaves its transaction open; end it so the release can run
+            if postgres:
+                connection.execute(sa.text("SELECT pg_advisory_unlock(:key)"), {"key": _PG_MIGRATION_LOCK_KEY})
+            else:
+                connection.execute(sa.text("SELECT RELEASE_LOCK(:name)"), {"name": MIGRATION_LOCK_NAME})
+            connection.commit()
+
+
+@contextlib.contextmanager
+def _sqlite_lock_file(database: str | None, timeout_s: float) -> Iterator[None]:
+    """An exclusive flock on `<database>-migrations.lock`; nothing for an in-memory database (one process)."""
+    if not database or database == ":memory:" or database.startswith("file:"):
+        yield
+        return
+    deadline = time.monotonic() + timeout_s
+    with open(f"{database}-migrations.lock", "a") as lock_file:
+        while True:
+            try:
+                fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise _migration_lock_held(timeout_s) from None
+                time.sleep(0.05)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock_file, fcntl.LOCK_UN)
+
+
+def _migration_lock_held(timeout_s: float) -> UnavailableError:
+    return UnavailableError(f"another store process has held the migration lock for {timeout_s:.0f} s; retry when "
+                            "its migrations are done", reason="MIGRATION_LOCK_HELD")
 
 
 def current_revision(engine: Engine) -> str | None:
