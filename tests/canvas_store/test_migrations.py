@@ -150,6 +150,9 @@ def test_a_start_up_waits_for_the_migration_lock_then_gives_up_unavailable(backe
                     sql_engine.upgrade(db.engine, lock_timeout_s=0.2)
                 assert refused.value.reason == "MIGRATION_LOCK_HELD"
                 assert sql_engine.current_revision(db.engine) is None  # nothing was migrated
+                if backend == "postgresql":  # the short wait did not stay on the pooled connection
+                    with db.engine.connect() as conn:
+                        assert conn.exec_driver_sql("SHOW lock_timeout").scalar() == "0"
             sql_engine.upgrade(db.engine, lock_timeout_s=5)  # released: the next start-up migrates
             assert sql_engine.current_revision(db.engine) == HEAD
         finally:

@@ -285,14 +285,14 @@ def _migration_lock(engine: Engine, timeout_s: float) -> Iterator[Connection]:
     postgres = engine.dialect.name == "postgresql"
     with engine.connect() as connection:
         if postgres:
-            connection.exec_driver_sql(f"SET lock_timeout = {max(1, int(timeout_s * 1000))}")
+            # LOCAL: the timeout ends with this transaction, the (session) advisory lock does not.
+            connection.exec_driver_sql(f"SET LOCAL lock_timeout = {max(1, int(timeout_s * 1000))}")
             try:
                 connection.execute(sa.text("SELECT pg_advisory_lock(:key)"), {"key": _PG_MIGRATION_LOCK_KEY})
             except exc.OperationalError as error:
                 if getattr(error.orig, "sqlstate", None) == _PG_LOCK_NOT_AVAILABLE:
                     raise _migration_lock_held(timeout_s) from error
                 raise
-            connection.exec_driver_sql("RESET lock_timeout")
         elif connection.execute(sa.text("SELECT GET_LOCK(:name, :wait)"),
                                 {"name": MIGRATION_LOCK_NAME, "wait": timeout_s}).scalar() != 1:
             raise _migration_lock_held(timeout_s)  # MySQL/MariaDB: 0 when the wait timed out
