@@ -69,10 +69,20 @@ def seed_templates(config: Config) -> int:
     settings = StoreSettings.from_config(config)
     db = sql_engine.open_database(settings.database_url, pool_size=1)
     try:
-        sql_engine.upgrade(db.engine)
-        return TenantRepository(db).seed_templates(bundled_templates())
+        return prepare_database(db, TenantRepository(db), migrate=True, seed=True)
     finally:
         db.dispose()
+
+
+def prepare_database(db: sql_engine.Database, tenants: TenantRepository, *, migrate: bool, seed: bool) -> int:
+    """Start-up's one-time writes, under the database's migration lock so that store processes starting together
+    take turns: the migrations, then the bundled templates. Returns how many templates were written."""
+    if not (migrate or seed):
+        return 0
+    with sql_engine.migration_lock(db.engine) as connection:
+        if migrate:
+            sql_engine.apply_migrations(connection)
+        return tenants.seed_templates(bundled_templates()) if seed else 0
 
 
 class StoreApp:
@@ -103,12 +113,10 @@ class StoreApp:
 
     def open(self) -> None:
         """Blocking start-up: migrate, seed templates, load the page-token secret, build the services."""
-        if self.settings.auto_migrate:
-            sql_engine.upgrade(self.db.engine)
-        if self.settings.seed_templates:
-            written = self.tenants.seed_templates(bundled_templates())
-            if written:
-                logger.info("seeded %d canvas templates", written)
+        written = prepare_database(self.db, self.tenants, migrate=self.settings.auto_migrate,
+                                   seed=self.settings.seed_templates)
+        if written:
+            logger.info("seeded %d canvas templates", written)
         self.canvas_repo.prune_idempotency_keys(now_ms() - self.settings.idempotency_ttl_s * 1000)
         secret = (self.settings.page_token_secret.encode() if self.settings.page_token_secret
                   else self.tenants.page_token_secret())

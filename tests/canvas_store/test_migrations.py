@@ -145,7 +145,7 @@ def test_a_start_up_waits_for_the_migration_lock_then_gives_up_unavailable(backe
         db = sql_engine.open_database(url, pool_size=1)
         other = sql_engine.open_database(url, pool_size=1)  # another store process's engine
         try:
-            with sql_engine._migration_lock(other.engine, timeout_s=5):
+            with sql_engine.migration_lock(other.engine, timeout_s=5):
                 with pytest.raises(UnavailableError) as refused:
                     sql_engine.upgrade(db.engine, lock_timeout_s=0.2)
                 assert refused.value.reason == "MIGRATION_LOCK_HELD"

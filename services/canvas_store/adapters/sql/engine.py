@@ -260,16 +260,22 @@ def _alembic_config(connection: Connection) -> AlembicConfig:
 
 def upgrade(engine: Engine, revision: str = "head", lock_timeout_s: float = MIGRATION_LOCK_TIMEOUT_S) -> None:
     """Apply migrations up to `revision` (idempotent). Safe to call at every start-up, from any number of store
-    processes at once: they take turns (`_migration_lock`), and each finds the schema where the previous left it."""
-    with _migration_lock(engine, lock_timeout_s) as connection:
-        command.upgrade(_alembic_config(connection), revision)
-        connection.commit()
-    logger.info("canvas_store schema at %s", current_revision(engine))
+    processes at once: they take turns (`migration_lock`), and each finds the schema where the previous left it."""
+    with migration_lock(engine, lock_timeout_s) as connection:
+        apply_migrations(connection, revision)
+
+
+def apply_migrations(connection: Connection, revision: str = "head") -> None:
+    """Apply migrations up to `revision` on a connection that holds `migration_lock`."""
+    command.upgrade(_alembic_config(connection), revision)
+    connection.commit()
+    logger.info("canvas_store schema at %s", current_revision(connection.engine))
 
 
 @contextlib.contextmanager
-def _migration_lock(engine: Engine, timeout_s: float) -> Iterator[Connection]:
-    """A connection of `engine` that holds the database-wide migration lock until the block ends.
+def migration_lock(engine: Engine, timeout_s: float = MIGRATION_LOCK_TIMEOUT_S) -> Iterator[Connection]:
+    """A connection of `engine` that holds the database-wide migration lock until the block ends. Start-up's
+    other one-time writes (the bundled templates) belong under it too, for the same reason.
 
     Why: replicas that start together (a first deploy, a scale-up) would otherwise all find the schema empty and
     all create it; every one but the first then fails on a table that already exists. PostgreSQL and MariaDB

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import secrets
 from typing import Any
 
@@ -17,8 +16,6 @@ from services.canvas_store.core.ids import now_ms
 from services.canvas_store.core.types import Category, Template, TenantMember, TenantRole
 from services.common.errors import AbortedError
 
-SEED_ATTEMPTS = 3
-"""Passes over the bundled templates before a start-up gives up on seeding races."""
 _TEMPLATE_SUMMARY = [c for c in templates.c if c.name not in ("dsl", "content_hash", "create_time")]
 
 
@@ -92,15 +89,8 @@ class TenantRepository:
 
     def seed_templates(self, bundled: list[Template]) -> int:
         """Insert new templates and refresh changed ones (by content hash). Returns how many were written.
-
-        Replicas that start together seed at the same moment: the loser of an insert race goes again and finds
-        the winner's rows, which then need no write."""
-        for _ in range(SEED_ATTEMPTS - 1):
-            with contextlib.suppress(AbortedError):  # another store wrote the same template first: go again
-                return self._seed_templates_once(bundled)
-        return self._seed_templates_once(bundled)
-
-    def _seed_templates_once(self, bundled: list[Template]) -> int:
+        Store processes that start together must take turns (engine.migration_lock): the read-then-insert
+        would race otherwise."""
         written = 0
         with self._db.write() as conn:
             stored = dict(conn.execute(sa.select(templates.c.id, templates.c.content_hash)).all())
