@@ -266,3 +266,10 @@ async def test_doc_generator_html_and_unsupported_pdf():
                                                                "add_timestamp": False}}, "x&y")
     download = json.loads(outputs_of(events, "x")["download"])
     assert base64.b64decode(download["base64"]).decode() == "<html><body><p>&lt;b&gt;x&amp;y&lt;/b&gt;</p></body></html>"
+
+
+async def test_data_operations_literal_eval_keeps_hostile_text_as_text():
+    hostile = "-" * 50_000 + "1"  # too deep for Python's parser: must stay text, not fail the node
+    extra = {"globals": {"env.data": [{"deep": hostile, "list": "[1, 2]"}]}}
+    events = await run_one({"type": "DataOperations", "params": {"query": ["env.data"], "operations": "literal_eval"}}, "q", extra=extra)
+    assert outputs_of(events, "x")["result"] == [{"deep": hostile, "list": [1, 2]}]

@@ -16,7 +16,6 @@ RAGFlow's result protocol then applies (spec §5.19):
 
 from __future__ import annotations
 
-import ast
 import base64
 import json
 import logging
@@ -28,6 +27,7 @@ import grpc
 
 from agentcanvas.v1 import sandbox_pb2, sandbox_pb2_grpc
 from services.common import errors as common_errors
+from services.common import python_ast
 from services.common.clients import call_timeout, create_channel, outbound_metadata
 from services.common.status import from_rpc_error
 from services.common.structs import from_value, to_struct
@@ -153,8 +153,8 @@ def parse_value(outcome: ExecOutcome) -> tuple[bool, Any]:
     except ValueError:
         pass
     try:
-        return True, ast.literal_eval(text)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return True, python_ast.literal(text)
+    except python_ast.UnparsablePython:
         return True, text
 
 

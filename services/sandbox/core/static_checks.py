@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 import re
 
+from services.common.python_ast import UnparsablePython, parse_module
+
 _PY_MODULES = {"subprocess", "socket", "ctypes", "os", "shutil", "multiprocessing", "importlib"}
 _JS_PATTERNS = {
     "child_process": re.compile(r"child_process"),
@@ -18,8 +20,8 @@ def findings(language: str, code: str) -> list[str]:
     """Human-readable notes such as "imports subprocess (it runs without network or host files)"."""
     if language == "python":
         try:
-            tree = ast.parse(code)
-        except SyntaxError:
+            tree = parse_module(code)
+        except UnparsablePython:
             return []
         names: set[str] = set()
         for node in ast.walk(tree):

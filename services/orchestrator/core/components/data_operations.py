@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import ast
 from typing import Any
 
+from services.common import python_ast
 from services.orchestrator.core.components.base import Component, Outcome, Problem
 from services.orchestrator.core.components.operators import compare
 from services.orchestrator.core.components.registry import register
@@ -18,8 +18,8 @@ def _literal(value: Any) -> Any:
         text = value.strip()
         if text[:1] in "[{(\"'" or text in ("True", "False", "None") or text.lstrip("-").replace(".", "", 1).isdigit():
             try:
-                return _literal(ast.literal_eval(text))
-            except (ValueError, SyntaxError):
+                return _literal(python_ast.literal(text))
+            except python_ast.UnparsablePython:
                 return value
         return value
     if isinstance(value, dict):
