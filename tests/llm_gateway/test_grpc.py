@@ -130,6 +130,50 @@ async def test_bad_requests_name_the_field(stub):
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
+@pytest.mark.parametrize("generation,field", [
+    (pb.GenerationConfig(temperature=-0.1), "generation.temperature"),
+    (pb.GenerationConfig(temperature=2.5), "generation.temperature"),
+    (pb.GenerationConfig(temperature=float("nan")), "generation.temperature"),
+    (pb.GenerationConfig(top_p=1.5), "generation.top_p"),
+    (pb.GenerationConfig(top_p=-0.5), "generation.top_p"),
+    (pb.GenerationConfig(max_tokens=-1), "generation.max_tokens"),
+    (pb.GenerationConfig(max_tokens=0), "generation.max_tokens"),
+    (pb.GenerationConfig(presence_penalty=2.5), "generation.presence_penalty"),
+    (pb.GenerationConfig(frequency_penalty=-3), "generation.frequency_penalty"),
+    (pb.GenerationConfig(frequency_penalty=float("inf")), "generation.frequency_penalty"),
+    (pb.GenerationConfig(stop=["END", ""]), "generation.stop[1]"),
+])
+async def test_out_of_range_sampling_is_invalid_argument_naming_the_field(stub, scripted, generation, field):
+    client, _ = stub
+    request = pb.ChatRequest(model="", messages=user(), generation=generation)
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await client.Chat(request, metadata=AUTH)
+    converted = status.from_rpc_error(caught.value)
+    assert isinstance(converted, errors.InvalidArgumentError) and field in caught.value.details()
+    assert [v.field for v in converted.violations] == [field]
+    for call in (client.ChatStream, client.ChatStreamBatched):
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            async for _ in call(request, metadata=AUTH):
+                pass
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT and field in caught.value.details()
+    assert scripted.chat_bodies == []  # nothing reached the provider
+
+
+async def test_every_bad_sampling_field_is_reported_and_the_bounds_are_accepted(stub, scripted):
+    client, _ = stub
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await client.Chat(pb.ChatRequest(model="", messages=user(), generation=pb.GenerationConfig(
+            temperature=3, top_p=2, max_tokens=-5)), metadata=AUTH)
+    fields = [v.field for v in status.from_rpc_error(caught.value).violations]
+    assert fields == ["generation.temperature", "generation.top_p", "generation.max_tokens"]
+    scripted.queue(Reply(content="ok"))
+    reply = await client.Chat(pb.ChatRequest(model="", messages=user(), generation=pb.GenerationConfig(
+        temperature=2, top_p=0, max_tokens=1, presence_penalty=-2, frequency_penalty=2, seed=-1)), metadata=AUTH)
+    assert reply.text == "ok"
+    body = scripted.chat_bodies[-1]
+    assert (body["temperature"], body["top_p"], body["max_tokens"]) == (2, 0, 1)
+
+
 async def test_missing_token_is_unauthenticated(stub):
     client, _ = stub
     with pytest.raises(grpc.aio.AioRpcError) as caught:

