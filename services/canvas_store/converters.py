@@ -63,7 +63,8 @@ def canvas_input(message: pb.Canvas) -> CanvasInput:
     return CanvasInput(
         title=message.title, description=message.description, avatar=message.avatar,
         permission=permission_in(message.permission), release=message.release, category=category_in(message.category),
-        tags=list(message.tags), dsl=from_struct(message.dsl) if message.HasField("dsl") else None, etag=message.etag,
+        tags=list(message.tags), dsl=from_struct(message.dsl, "canvas.dsl") if message.HasField("dsl") else None,
+        etag=message.etag,
     )
 
 
@@ -141,7 +142,8 @@ def error_in(message: common_pb2.ErrorDetail) -> dict[str, Any]:
 
 def run_in(message: pb.RunRecord) -> RunRecord:
     return RunRecord(id="", tenant_id="", creator_id="", canvas_id=message.canvas_id, revision_id=message.revision_id,
-                     session_id=message.session_id, spec=from_struct(message.spec) if message.HasField("spec") else {})
+                     session_id=message.session_id,
+                     spec=from_struct(message.spec, "run.spec") if message.HasField("spec") else {})
 
 
 def run_out(run: RunRecord) -> pb.RunRecord:
@@ -164,8 +166,8 @@ def run_out(run: RunRecord) -> pb.RunRecord:
     return message
 
 
-def step_in(message: pb.RunStep) -> RunStep:
-    return RunStep(node_id=message.node_id, attempt=message.attempt, state=from_struct(message.state))
+def step_in(message: pb.RunStep, field: str = "step") -> RunStep:
+    return RunStep(node_id=message.node_id, attempt=message.attempt, state=from_struct(message.state, f"{field}.state"))
 
 
 def step_out(step: RunStep) -> pb.RunStep:

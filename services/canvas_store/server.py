@@ -1,4 +1,8 @@
-"""Thin gRPC adapter: proto -> core types, call the core on the DB pool, core -> proto. No SQL, no rules."""
+"""Thin gRPC adapter: proto -> core types, call the core on the DB pool, core -> proto. No SQL, no rules.
+
+Every RPC first passes `request_guards.check_request` (NUL characters in text). NaN and infinities in
+Structs are refused by the conversions (`from_struct(struct, field)`), naming the path.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from services.canvas_store.app import StoreApp
 from services.canvas_store.core.canvases import is_quick_mask
 from services.canvas_store.core.runs import watch_events
 from services.canvas_store.core.types import CommitResult, RunCommit
+from services.canvas_store.request_guards import check_request, guard_every_rpc
 from services.common import status
 from services.common.errors import AgentCanvasError
 from services.common.structs import from_struct
@@ -19,6 +24,7 @@ from services.common.structs import from_struct
 logger = logging.getLogger(__name__)
 
 
+@guard_every_rpc
 class CanvasStoreServicer(canvas_store_pb2_grpc.CanvasStoreServicer):
     def __init__(self, app: StoreApp):
         self._app = app
@@ -110,8 +116,8 @@ class CanvasStoreServicer(canvas_store_pb2_grpc.CanvasStoreServicer):
         return pb.DeleteSessionResponse()
 
     async def AppendSessionTurn(self, request: pb.AppendSessionTurnRequest, context) -> pb.Session:
-        messages = [from_struct(m) for m in request.messages]
-        state = from_struct(request.state) if request.HasField("state") else None
+        messages = [from_struct(m, f"messages[{i}]") for i, m in enumerate(request.messages)]
+        state = from_struct(request.state, "state") if request.HasField("state") else None
         return cv.session_out(await self._app.call(self._app.sessions.append_turn, request.id, messages, state,
                                                    request.etag))
 
@@ -172,6 +178,7 @@ class CanvasStoreServicer(canvas_store_pb2_grpc.CanvasStoreServicer):
         commits, results, pending = [], [None] * len(request.commits), []
         for index, item in enumerate(request.commits):
             try:
+                check_request(item)
                 commits.append(_commit_in(item))
                 pending.append(index)
             except AgentCanvasError as exc:  # e.g. an unknown status value: this item only
@@ -225,9 +232,10 @@ class CanvasStoreServicer(canvas_store_pb2_grpc.CanvasStoreServicer):
 
 def _commit_in(request: pb.CommitRunStepRequest) -> RunCommit:
     return RunCommit(
-        run_id=request.run_id, lease_token=request.lease_token, steps=[cv.step_in(s) for s in request.steps],
+        run_id=request.run_id, lease_token=request.lease_token,
+        steps=[cv.step_in(s, f"steps[{i}]") for i, s in enumerate(request.steps)],
         events=[cv.event_in(e) for e in request.events], status=cv.status_in(request.status, "status"),
-        outputs=from_struct(request.outputs) if request.HasField("outputs") else None,
+        outputs=from_struct(request.outputs, "outputs") if request.HasField("outputs") else None,
         error=cv.error_in(request.error) if request.HasField("error") else None,
         usage=cv.usage_in(request.usage) if request.HasField("usage") else None,
     )

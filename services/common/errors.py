@@ -15,12 +15,45 @@
     └── InternalError             INTERNAL
 
 Domain code raises these (or subclasses with extra attributes). services.common.status is the only
-place that turns them into gRPC statuses and back.
+place that turns them into gRPC statuses and back; it clips what it sends (`clip_utf8`, `clip_chars` and
+the MAX_* limits below) so that an error echoing a huge input still fits the client's 8 KiB limit on
+trailing metadata instead of turning into RESOURCE_EXHAUSTED.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+MAX_MESSAGE_BYTES = 1000
+"""Status messages are clipped to this many UTF-8 bytes (at a character boundary)."""
+MAX_DESCRIPTION_CHARS = 150
+"""Each detail description (field violation, metadata value, resource name) is clipped to this many characters..."""
+MAX_DESCRIPTION_BYTES = 200
+"""...and UTF-8 bytes."""
+MAX_FIELD_BYTES = 120
+"""Field paths in violations (which can echo Struct keys) are clipped to this many UTF-8 bytes."""
+MAX_VIOLATIONS = 5
+"""At most this many field violations are sent; the status says how many more there were."""
+ELLIPSIS = "…"
+
+
+def clip_utf8(text: str, max_bytes: int) -> str:
+    """`text` cut to at most `max_bytes` UTF-8 bytes at a character boundary, ending in an ellipsis when cut.
+
+    Lone surrogates (not encodable) become '?'.
+    """
+    encoded = text.encode("utf-8", "replace")
+    if len(encoded) <= max_bytes:
+        return encoded.decode("utf-8")
+    room = max(0, max_bytes - len(ELLIPSIS.encode()))
+    return encoded[:room].decode("utf-8", "ignore") + ELLIPSIS
+
+
+def clip_chars(text: str, max_chars: int, max_bytes: int | None = None) -> str:
+    """`text` cut to at most `max_chars` characters (and `max_bytes` UTF-8 bytes), ending in an ellipsis when cut."""
+    if len(text) > max_chars:
+        text = text[: max(0, max_chars - len(ELLIPSIS))] + ELLIPSIS
+    return clip_utf8(text, max_bytes if max_bytes is not None else 4 * max_chars)
 
 
 @dataclass(frozen=True)

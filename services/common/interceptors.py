@@ -10,6 +10,11 @@ call) with the three concerns in this order:
 3. Error mapping: domain errors -> gRPC status with google.rpc details. The only broad catch in the
    code base; unexpected exceptions become INTERNAL with a generic message and one logged traceback.
 
+A request that cannot be decoded (garbage bytes, invalid UTF-8 in a string, nesting past protobuf's
+recursion limit) is INVALID_ARGUMENT on the field `request`, after authentication: the handler's request
+deserializer is wrapped (`tolerant_deserializer`) so that a failure becomes an `UndecodableRequest`
+instead of grpc's own INTERNAL "Exception deserializing request!".
+
 Why one interceptor and not three: grpc.aio runs every interceptor's `intercept_service` coroutine on
 every call and each wrapper adds a coroutine layer; composing the concerns in one wrapper keeps that
 per-call cost to one layer. Handlers never set status codes or log requests themselves.
@@ -38,6 +43,36 @@ EXEMPT_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 
 UnaryBehavior = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
 StreamBehavior = Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]]
+
+
+class UndecodableRequest:
+    """Stands in for a request whose bytes did not decode; the wrapped handler refuses it."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException):
+        self.error = error
+
+
+def tolerant_deserializer(deserialize: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    """`deserialize`, returning an UndecodableRequest instead of raising (None stays None: raw bytes)."""
+    if deserialize is None:
+        return None
+
+    def tolerant(data: bytes) -> Any:
+        try:
+            return deserialize(data)
+        except Exception as exc:  # DecodeError, or anything a custom deserializer raises
+            return UndecodableRequest(exc)
+
+    return tolerant
+
+
+def _undecodable(method: str) -> errors.InvalidArgumentError:
+    return errors.InvalidArgumentError.for_field(
+        "request", f"could not be decoded as the request message of {method.rsplit('/', 1)[-1]} (malformed bytes, "
+                   "invalid UTF-8 in a string, or nested deeper than protobuf's recursion limit)",
+        reason="UNDECODABLE_REQUEST")
 
 
 @dataclass
@@ -159,6 +194,8 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
                 try:
                     await auth.check(metadata, ctx)
                     try:
+                        if type(request) is UndecodableRequest:
+                            raise _undecodable(method)
                         return await behavior(request, ctx)
                     except grpc.aio.AbortError:
                         raise
@@ -180,6 +217,8 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
                 try:
                     await auth.check(metadata, ctx)
                     try:
+                        if type(request) is UndecodableRequest:
+                            raise _undecodable(method)
                         async for item in behavior(request, ctx):
                             yield item
                     except grpc.aio.AbortError:
@@ -194,10 +233,11 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
 
             return wrapped
 
+        deserializer = tolerant_deserializer(handler.request_deserializer)
         if handler.unary_unary:
             return grpc.unary_unary_rpc_method_handler(
-                unary_wrap(handler.unary_unary), handler.request_deserializer, handler.response_serializer)
+                unary_wrap(handler.unary_unary), deserializer, handler.response_serializer)
         if handler.unary_stream:
             return grpc.unary_stream_rpc_method_handler(
-                stream_wrap(handler.unary_stream), handler.request_deserializer, handler.response_serializer)
+                stream_wrap(handler.unary_stream), deserializer, handler.response_serializer)
         return handler  # only unary-unary and unary-stream RPCs exist here

@@ -48,28 +48,45 @@ def _pack(message) -> any_pb2.Any:
 
 
 def to_rpc_status(exc: errors.AgentCanvasError) -> grpc.Status:
-    """Build the rich status for a domain error."""
+    """Build the rich status for a domain error.
+
+    Everything that can echo input is clipped (errors.MAX_*): the message to 1000 UTF-8 bytes, each
+    description, metadata value and resource name to 150 characters (200 bytes), field paths to 120 bytes, and at most
+    5 field violations are sent (ErrorInfo.metadata["omitted_violations"] and the message say how many more).
+    So a status always fits the client's 8 KiB trailing-metadata limit.
+    """
     code = code_for(exc)
-    status = status_pb2.Status(code=code.value[0], message=exc.message)
-    info = error_details_pb2.ErrorInfo(reason=exc.reason, domain=DOMAIN, metadata=exc.metadata)
+    violations = exc.violations if isinstance(exc, errors.InvalidArgumentError) else []
+    omitted = max(0, len(violations) - errors.MAX_VIOLATIONS)
+    note = f" (+{omitted} more field violations not shown)" if omitted else ""
+    message = errors.clip_utf8(exc.message, errors.MAX_MESSAGE_BYTES - len(note)) + note
+    status = status_pb2.Status(code=code.value[0], message=message)
+    metadata = {_clip(key): _clip(value) for key, value in exc.metadata.items()}
+    if omitted:
+        metadata["omitted_violations"] = str(omitted)
+    info = error_details_pb2.ErrorInfo(reason=_clip(exc.reason), domain=DOMAIN, metadata=metadata)
     status.details.append(_pack(info))
-    if isinstance(exc, errors.InvalidArgumentError) and exc.violations:
+    if violations:
         bad = error_details_pb2.BadRequest(
             field_violations=[
-                error_details_pb2.BadRequest.FieldViolation(field=v.field, description=v.description)
-                for v in exc.violations
+                error_details_pb2.BadRequest.FieldViolation(field=errors.clip_utf8(v.field, errors.MAX_FIELD_BYTES),
+                                                            description=_clip(v.description))
+                for v in violations[: errors.MAX_VIOLATIONS]
             ]
         )
         status.details.append(_pack(bad))
     if isinstance(exc, errors.NotFoundError) and (exc.resource_type or exc.resource_name):
-        status.details.append(
-            _pack(error_details_pb2.ResourceInfo(resource_type=exc.resource_type, resource_name=exc.resource_name))
-        )
+        status.details.append(_pack(error_details_pb2.ResourceInfo(resource_type=_clip(exc.resource_type),
+                                                                   resource_name=_clip(exc.resource_name))))
     if isinstance(exc, errors.ResourceExhaustedError) and exc.retry_after_s is not None:
         delay = duration_pb2.Duration()
         delay.FromMilliseconds(int(exc.retry_after_s * 1000))
         status.details.append(_pack(error_details_pb2.RetryInfo(retry_delay=delay)))
     return rpc_status.to_status(status)
+
+
+def _clip(text: str) -> str:
+    return errors.clip_chars(text, errors.MAX_DESCRIPTION_CHARS, errors.MAX_DESCRIPTION_BYTES)
 
 
 def internal_status(message: str = "internal error") -> grpc.Status:

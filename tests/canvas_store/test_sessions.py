@@ -21,7 +21,7 @@ async def test_session_pins_published_else_head(store):
     assert head_session.revision_id == canvas.head_revision_id and head_session.user_id == "end-user-1"
     assert head_session.name == f"tenants/acme/canvases/{canvas.id}/sessions/{head_session.id}"
     await expect_code(store.alice.CreateSession(pb.CreateSessionRequest(canvas_id=canvas.id, revision_id="published")),
-                      grpc.StatusCode.INVALID_ARGUMENT)
+                      grpc.StatusCode.FAILED_PRECONDITION)  # NOT_PUBLISHED, as GetRevision("published")
     published = await store.alice.PublishCanvas(pb.PublishCanvasRequest(canvas_id=canvas.id))
     pinned = await store.alice.CreateSession(pb.CreateSessionRequest(canvas_id=canvas.id))
     assert pinned.revision_id == published.id

@@ -107,3 +107,60 @@ def test_stored_json_compares_by_value():
     assert StoredJson('{"a": [1, {"b": null}]}') == StoredJson('{"a":[1,{"b":null}]}')
     assert StoredJson('{"a": 1}') != {"a": 2} and StoredJson('{"a": 1}') != "{\"a\": 1}"
     assert StoredJson('{"a": 1}').value == {"a": 1}
+
+
+# ---- input checks (NaN, infinities, NUL, lone surrogates) -------------------------------------------
+
+from services.common.errors import InvalidArgumentError  # noqa: E402
+from services.common.structs import check_struct, find_bad_value  # noqa: E402
+
+
+def _nested(depth: int, leaf: struct_pb2.Value) -> struct_pb2.Struct:
+    """{"a": {"a": ... leaf}} `depth` levels deep, built without recursion (innermost first)."""
+    inner = struct_pb2.Struct()
+    inner.fields["leaf"].CopyFrom(leaf)
+    for _ in range(depth):
+        outer = struct_pb2.Struct()
+        outer.fields["a"].struct_value.CopyFrom(inner)
+        inner = outer
+    return inner
+
+
+@pytest.mark.parametrize("number", [math.nan, math.inf, -math.inf])
+def test_from_struct_with_a_field_names_the_path_of_a_non_finite_number(number):
+    struct = to_struct({"components": {"begin": {"params": {"x": 1, "list": [1, 2]}}}})
+    struct.fields["components"].struct_value.fields["begin"].struct_value.fields["params"].struct_value \
+        .fields["list"].list_value.values[1].number_value = number
+    with pytest.raises(ValueError):
+        from_struct(struct)  # without a field: ValueError as before
+    with pytest.raises(InvalidArgumentError) as caught:
+        from_struct(struct, "canvas.dsl")
+    assert [v.field for v in caught.value.violations] == ["canvas.dsl.components.begin.params.list[1]"]
+
+
+def test_find_bad_value_finds_nul_in_strings_and_keys():
+    assert find_bad_value(to_struct({"a": ["x", {"b": "ok"}]})) is None
+    assert find_bad_value(to_struct({"a": ["x", {"b": "n\x00"}]}))[0] == ".a[1].b"
+    assert find_bad_value(to_struct({"a": {"k\x00": 1}}))[0] == ".a"
+    assert find_bad_value(to_struct({"a": "n\x00"}), nul=False) is None
+    with pytest.raises(InvalidArgumentError) as caught:
+        check_struct(to_struct({"a": "n\x00"}), "state")
+    assert caught.value.violations[0].field == "state.a"
+
+
+def test_find_bad_value_is_iterative_at_any_depth():
+    leaf = struct_pb2.Value(number_value=math.inf)
+    deep = _nested(1500, leaf)  # past Python's recursion limit; never parsed or converted recursively
+    path, _problem = find_bad_value(deep)
+    assert path == ".a" * 1500 + ".leaf"
+    assert find_bad_value(_nested(1500, struct_pb2.Value(string_value="fine"))) is None
+
+
+def test_lone_surrogates_become_question_marks():
+    struct = to_struct({"k\ud800": "v\udfff", "list": ["\ud83d"], "ok": "😀"})
+    assert from_struct(struct) == {"k?": "v?", "list": ["?"], "ok": "😀"}
+    assert from_value(to_value("a\ud800b")) == "a?b"
+    cache = StructCache()
+    target = pb.Canvas()
+    cache.fill(target.dsl, {"x": "\ud800"})
+    assert from_struct(target.dsl) == {"x": "?"}

@@ -14,7 +14,7 @@ from services.canvas_store.core.dsl import canonical_json, content_hash, detect_
 from services.canvas_store.core.filters import parse_filter, parse_order_by
 from services.canvas_store.core.ids import new_etag, new_id, now_ms
 from services.canvas_store.core.page_tokens import PageTokenCodec
-from services.canvas_store.core.policy import Action, Caller, Kind, Target, authorize
+from services.canvas_store.core.policy import Action, Caller, Kind, Target, authorize, permits
 from services.canvas_store.core.types import (
     Canvas, Category, DslChange, JsonObject, Page, Permission, Revision, Template,
 )
@@ -69,6 +69,13 @@ def request_fingerprint(data: CanvasInput, template_id: str) -> str:
     return hashlib.sha256(canonical_json(payload)).hexdigest()
 
 
+def idempotent_resource_gone(kind: str) -> AbortedError:
+    """A replayed request_id whose resource is gone, or that the caller may no longer see: the same answer for
+    both, so a replay never tells more than a Get would."""
+    return AbortedError(f"the {kind} created by this request_id is gone; use a new request_id",
+                        reason="IDEMPOTENT_RESOURCE_GONE")
+
+
 def ensure_live(canvas: Canvas) -> None:
     """Writes, new sessions and new runs need a canvas that is not soft-deleted (reads are fine: AIP-164)."""
     if canvas.deleted:
@@ -95,14 +102,20 @@ class CanvasService:
                validate_only: bool = False) -> Canvas:
         validation.request_id(request_id)
         fingerprint = request_fingerprint(data, template_id) if request_id else ""
+        # Idempotency keys are per (tenant, user): another user's identical request_id is another request.
+        # A replay returns the recorded canvas only if the caller could Get it now (IDEMPOTENT_RESOURCE_GONE
+        # otherwise, exactly as for a canvas that no longer exists).
+        def replayable(found: Canvas) -> bool:
+            return permits(caller, Action.READ, canvas_target(found))
+
         if request_id and not validate_only:
-            existing = self._canvases.find_idempotent(caller.tenant_id, "canvas", request_id)
+            existing = self._canvases.find_idempotent(caller.tenant_id, caller.user_id, "canvas", request_id)
             if existing:
                 validation.same_request(existing[1], fingerprint)
                 canvas = self._canvases.get_canvas(existing[0])
-                if canvas is not None:
-                    authorize(caller, Action.READ, canvas_target(canvas))
-                    return canvas
+                if canvas is None or not replayable(canvas):
+                    raise idempotent_resource_gone("canvas")
+                return canvas
         dsl = data.dsl
         title_text = data.title
         category = data.category
@@ -128,7 +141,7 @@ class CanvasService:
             canvas.etag = ""
             return canvas
         change = DslChange(dsl=dsl, content_hash=content_hash(dsl), author_id=caller.user_id, description="created")
-        return self._canvases.create_canvas(canvas, change, request_id, fingerprint)
+        return self._canvases.create_canvas(canvas, change, request_id, fingerprint, replayable=replayable)
 
     def get(self, caller: Caller, canvas_id: str) -> Canvas:
         canvas = self._load(caller, canvas_id, Action.READ)

@@ -11,6 +11,9 @@ Grammar (terms joined by AND, case-insensitive keyword):
              | "owner" "=" string                      -- owner user id
     string  := '"' chars with \\" and \\\\ escapes '"' | bare word [A-Za-z0-9_.@-]+
 
+Limits: at most MAX_FILTER_CHARS characters; title, owner, category and permission may each appear once
+(tags terms combine, so they may repeat).
+
 order_by := ("update_time" | "title") [("asc" | "desc")]; default "update_time desc".
 """
 
@@ -23,6 +26,8 @@ from services.canvas_store.core.types import Category, Permission
 from services.common.errors import InvalidArgumentError
 
 _BARE = re.compile(r"[A-Za-z0-9_.@\-]+")
+MAX_FILTER_CHARS = 2000
+MAX_ORDER_BY_CHARS = 100
 
 
 @dataclass(frozen=True)
@@ -123,6 +128,8 @@ def _enum(scanner: _Scanner, enum_type, name: str):
 
 
 def parse_filter(text: str) -> CanvasFilter:
+    if len(text) > MAX_FILTER_CHARS:
+        raise InvalidArgumentError.for_field("filter", f"is {len(text)} characters; at most {MAX_FILTER_CHARS} allowed")
     scanner = _Scanner(text)
     if scanner.at_end():
         return CanvasFilter()
@@ -132,8 +139,14 @@ def parse_filter(text: str) -> CanvasFilter:
     category: Category | None = None
     permission: Permission | None = None
     owner: str | None = None
+    seen: set[str] = set()
     while True:
         name = scanner.word().lower()
+        if name in seen and name != "tags":
+            raise InvalidArgumentError.for_field(
+                "filter", f"{name!r} is given more than once; each of title, owner, category and permission may "
+                          "appear at most once")
+        seen.add(name)
         if name == "title":
             scanner.expect(":")
             title = scanner.string()
@@ -172,6 +185,9 @@ def parse_filter(text: str) -> CanvasFilter:
 
 
 def parse_order_by(text: str) -> Ordering:
+    if len(text) > MAX_ORDER_BY_CHARS:
+        raise InvalidArgumentError.for_field("order_by", f"is {len(text)} characters; use update_time or title, "
+                                                         "optionally asc or desc")
     parts = text.split()
     if not parts:
         return Ordering()

@@ -121,3 +121,16 @@ def authorize(caller: Caller, action: Action, target: Target) -> None:
         raise PermissionDeniedError("only the session's creator or the canvas owner may delete it",
                                     reason="SESSION_OWNER_ONLY")
 
+
+
+def permits(caller: Caller, action: Action, target: Target) -> bool:
+    """Whether `authorize` would let `caller` do `action` on `target`, as a boolean.
+
+    For answers that must not depend on why a check failed: an idempotent replay returns the recorded
+    resource only when the caller could also Get it now, and otherwise behaves as if it were gone.
+    """
+    try:
+        authorize(caller, action, target)
+    except (NotFoundError, PermissionDeniedError):
+        return False
+    return True

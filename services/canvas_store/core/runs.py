@@ -12,7 +12,7 @@ from services.canvas_store.core.canvases import canvas_target, ensure_live
 from services.canvas_store.core.dsl import canonical_json
 from services.canvas_store.core.ids import new_id
 from services.canvas_store.core.page_tokens import PageTokenCodec
-from services.canvas_store.core.policy import Action, Caller, Kind, Target, authorize
+from services.canvas_store.core.policy import Action, Caller, Kind, Target, authorize, permits
 from services.canvas_store.core.types import (
     CommitResult, Page, RunCommit, RunLease, RunRecord, RunStatus, RunStep, StoredEvent, TenantRole,
 )
@@ -25,6 +25,8 @@ MAX_COMMITS_PER_BATCH = 1000
 MAX_EVENT_TYPE = 64
 MAX_HOLDER = 255
 MAX_EVENT_PAYLOAD = 4 << 20
+CONTINUATION_PREFIX = "resume:"
+"""A request_id `resume:<run id>` claims the one continuation of that paused run (see RunService._key_user)."""
 
 
 class RunService:
@@ -39,40 +41,84 @@ class RunService:
         self._max_spec_bytes = max_spec_bytes
 
     def create(self, caller: Caller, run: RunRecord, request_id: str) -> RunRecord:
-        return self._runs.create(self._new_record(caller, run, request_id), request_id)
+        record = self._new_record(caller, run, request_id)
+        return self._runs.create(record, request_id, _replayable_by(caller), key_user=self._key_user(caller, request_id))
 
     def start(self, caller: Caller, run: RunRecord, request_id: str, holder: str,
               ttl_ms: int) -> tuple[RunRecord, RunLease | None]:
         """create + the first lease in one transaction (see RunRepository.start for replays)."""
         holder, ttl_ms = _holder(holder), self._ttl(ttl_ms)
-        return self._runs.start(self._new_record(caller, run, request_id), request_id, holder, ttl_ms)
+        record = self._new_record(caller, run, request_id)
+        return self._runs.start(record, request_id, holder, ttl_ms, _replayable_by(caller),
+                                key_user=self._key_user(caller, request_id))
+
+    def _key_user(self, caller: Caller, request_id: str) -> str:
+        """Whose idempotency key `request_id` is: the caller's, except for a continuation claim.
+
+        `resume:<run id>` claims the one continuation of a paused run, and every user who may read that run
+        competes for the same claim, so the key is tenant-wide (user ''): of two users resuming at once,
+        exactly one creates the run and the other gets it back (or, if they may not read it, ABORTED).
+        The claimed run must exist in the caller's tenant. (Reading it is not required: a TEAM member may
+        continue a session whose paused run another member started.)"""
+        if not request_id.startswith(CONTINUATION_PREFIX):
+            return caller.user_id
+        claimed_id = request_id[len(CONTINUATION_PREFIX):]
+        claimed = self._runs.get(claimed_id, with_spec=False) if claimed_id else None
+        if claimed is None or claimed.tenant_id != caller.tenant_id:
+            raise NotFoundError(f"run {claimed_id!r} (request_id {request_id!r} claims its continuation) not found",
+                                resource_type="run", resource_name=claimed_id)
+        return ""
 
     def _new_record(self, caller: Caller, run: RunRecord, request_id: str) -> RunRecord:
+        """Validate a new run: its canvas (visible, live), its revision (of that canvas) and its session (of that
+        canvas, whose canvas is live). The canvas may come from the session alone."""
         validation.request_id(request_id)
         if run.canvas_id:
             validation.resource_id(run.canvas_id, "run.canvas_id")
-            canvas = self._canvases.get_canvas(run.canvas_id, with_dsl=False)
-            if canvas is None:
-                raise NotFoundError(f"canvas {run.canvas_id!r} not found", resource_type="canvas",
-                                    resource_name=run.canvas_id)
-            if not caller.is_service:
-                authorize(caller, Action.RUN, canvas_target(canvas))
-            ensure_live(canvas)
         if run.revision_id:
             validation.resource_id(run.revision_id, "run.revision_id")
         if run.session_id:
             validation.resource_id(run.session_id, "run.session_id")
+        canvas_id = run.canvas_id
+        if run.canvas_id:
+            self._live_canvas(caller, run.canvas_id, "run.canvas_id")
+        if run.session_id:
             found = self._sessions.get(run.session_id, full=False)
             if found is None:
                 raise NotFoundError(f"session {run.session_id!r} not found", resource_type="session",
                                     resource_name=run.session_id)
+            session, target = found
             if not caller.is_service:
-                authorize(caller, Action.RUN, found[1])
+                authorize(caller, Action.RUN, target)
+            if run.canvas_id and session.canvas_id != run.canvas_id:
+                raise InvalidArgumentError.for_field(
+                    "run.session_id",
+                    f"belongs to canvas {session.canvas_id!r}, not to run.canvas_id {run.canvas_id!r}")
+            if not run.canvas_id:
+                canvas_id = session.canvas_id
+                self._live_canvas(caller, canvas_id, "run.session_id", authorized=True)
+        if run.revision_id:
+            if not canvas_id:
+                raise InvalidArgumentError.for_field("run.canvas_id", "is required with run.revision_id")
+            if self._canvases.get_revision(canvas_id, run.revision_id) is None:
+                raise NotFoundError(f"revision {run.revision_id!r} of canvas {canvas_id!r} not found",
+                                    resource_type="revision", resource_name=run.revision_id)
         spec_size = len(canonical_json(run.spec or {}))
         if spec_size > self._max_spec_bytes:
             raise InvalidArgumentError.for_field("run.spec", f"is {spec_size} bytes; at most {self._max_spec_bytes}")
         return RunRecord(id=new_id(), tenant_id=caller.tenant_id, creator_id=caller.user_id, canvas_id=run.canvas_id,
                          revision_id=run.revision_id, session_id=run.session_id, spec=run.spec or {})
+
+    def _live_canvas(self, caller: Caller, canvas_id: str, field: str, *, authorized: bool = False) -> None:
+        """NOT_FOUND for an unknown canvas, the policy's answer for RUN (unless `authorized` already, or a
+        service principal), FAILED_PRECONDITION (CANVAS_DELETED) for a soft-deleted one."""
+        canvas = self._canvases.get_canvas(canvas_id, with_dsl=False)
+        if canvas is None:
+            raise NotFoundError(f"canvas {canvas_id!r} ({field}) not found", resource_type="canvas",
+                                resource_name=canvas_id)
+        if not (authorized or caller.is_service):
+            authorize(caller, Action.RUN, canvas_target(canvas))
+        ensure_live(canvas)
 
     def get(self, caller: Caller, run_id: str) -> RunRecord:
         validation.resource_id(run_id, "id")
@@ -189,6 +235,11 @@ class RunService:
     @staticmethod
     def _check(caller: Caller, action: Action) -> Callable[[Target], None]:
         return lambda target: authorize(caller, action, target)
+
+
+def _replayable_by(caller: Caller) -> Callable[[Target], bool]:
+    """A replayed request_id hands back its run only when the caller could Get that run now."""
+    return lambda target: permits(caller, Action.READ_RUN, target)
 
 
 def _target(run: RunRecord) -> Target:

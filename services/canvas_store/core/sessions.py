@@ -11,7 +11,7 @@ from services.canvas_store.core.ids import new_id
 from services.canvas_store.core.page_tokens import PageTokenCodec
 from services.canvas_store.core.policy import Action, Caller, Kind, Target, authorize
 from services.canvas_store.core.types import JsonObject, Page, Session, TenantMember
-from services.common.errors import InvalidArgumentError, NotFoundError
+from services.common.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
 
 MAX_TURN_MESSAGES = 100
 
@@ -38,7 +38,9 @@ class SessionService:
             revision_id = canvas.head_revision_id
         elif revision_id == PUBLISHED:
             if not canvas.published_revision_id:
-                raise InvalidArgumentError.for_field("revision_id", "the canvas has no published revision")
+                raise FailedPreconditionError(
+                    f"canvas {canvas_id!r} has no published revision to pin; publish one first (PublishCanvas) or "
+                    "pin 'latest' or a revision id", reason="NOT_PUBLISHED", metadata={"canvas_id": canvas_id})
             revision_id = canvas.published_revision_id
         else:
             validation.resource_id(revision_id, "revision_id")
@@ -75,6 +77,8 @@ class SessionService:
 
     def append_turn(self, caller: Caller, session_id: str, messages: list[JsonObject], state: JsonObject | None,
                     etag: str) -> Session:
+        if not messages and state is None:
+            raise InvalidArgumentError.for_field("messages", "a turn needs messages, a new state, or both")
         if len(messages) > MAX_TURN_MESSAGES:
             raise InvalidArgumentError.for_field("messages", f"at most {MAX_TURN_MESSAGES} messages per turn")
         for index, message in enumerate(messages):
@@ -89,8 +93,8 @@ class SessionService:
     # ---- tenancy ---------------------------------------------------------------------------------
 
     def add_member(self, caller: Caller, user_id: str) -> TenantMember:
-        if not user_id:
-            raise InvalidArgumentError.for_field("user_id", "is required")
+        if not user_id.strip():
+            raise InvalidArgumentError.for_field("user_id", "is required and must not be blank")
         validation.user_id(user_id, "user_id")
         authorize(caller, Action.MANAGE_TENANT, Target(Kind.TENANT, caller.tenant_id, caller.tenant_id))
         return self._tenants.add_member(caller.tenant_id, user_id)

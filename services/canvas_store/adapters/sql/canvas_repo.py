@@ -21,9 +21,10 @@ from sqlalchemy.engine import Connection
 from services.canvas_store.adapters.sql.engine import Database
 from services.canvas_store.adapters.sql.fastpath import ConditionalUpdate, PointRead
 from services.canvas_store.adapters.sql.models import canvas_tags, canvases, idempotency_keys, revisions, sessions
-from services.canvas_store.core.canvases import QUICK_PATHS
+from services.canvas_store.core.canvases import QUICK_PATHS, canvas_target, idempotent_resource_gone
 from services.canvas_store.core.filters import CanvasFilter, Ordering
 from services.canvas_store.core.ids import new_etag, new_id, now_ms
+from services.canvas_store.core.policy import Action, Caller, permits
 from services.canvas_store.core.validation import same_request
 from services.canvas_store.core.types import Canvas, Category, DslChange, Permission, Revision
 from services.common.errors import AbortedError, AlreadyExistsError
@@ -32,6 +33,8 @@ from services.common.lru import LRU
 logger = logging.getLogger(__name__)
 
 Prepare = Callable[[Canvas], tuple[dict[str, Any], DslChange | None]]
+Replayable = Callable[[Canvas], bool]
+"""Whether a replayed request_id may hand back the canvas it recorded: the caller could Get it now."""
 
 _CANVAS_COLUMNS = [c for c in canvases.c if c.name not in ("title_key", "revision_counter")]
 _SUMMARY_COLUMNS = [c for c in _CANVAS_COLUMNS if c.name != "dsl"]
@@ -95,23 +98,30 @@ class CanvasRepository:
             row = conn.execute(_GET_SUMMARY, {"b_id": canvas_id}).first()
         return canvas_from_row(row) if row else None
 
-    def find_idempotent(self, tenant_id: str, scope: str, request_id: str) -> tuple[str, str] | None:
-        """(resource id, payload fingerprint) recorded for the request_id, or None."""
+    def find_idempotent(self, tenant_id: str, user_id: str, scope: str, request_id: str) -> tuple[str, str] | None:
+        """(resource id, payload fingerprint) recorded for this user's request_id, or None.
+
+        Keys are per (tenant, user): another user's identical request_id is another request."""
         with self._db.read() as conn:
-            return self._idempotent(conn, tenant_id, scope, request_id)
+            return self._idempotent(conn, tenant_id, user_id, scope, request_id)
 
     @staticmethod
-    def _idempotent(conn: Connection, tenant_id: str, scope: str, request_id: str) -> tuple[str, str] | None:
+    def _idempotent(conn: Connection, tenant_id: str, user_id: str, scope: str,
+                    request_id: str) -> tuple[str, str] | None:
         row = conn.execute(
             sa.select(idempotency_keys.c.resource_id, idempotency_keys.c.fingerprint).where(
-                idempotency_keys.c.tenant_id == tenant_id, idempotency_keys.c.scope == scope,
-                idempotency_keys.c.request_id == request_id)
+                idempotency_keys.c.tenant_id == tenant_id, idempotency_keys.c.user_id == user_id,
+                idempotency_keys.c.scope == scope, idempotency_keys.c.request_id == request_id)
         ).first()
         return (row.resource_id, row.fingerprint) if row else None
 
-    def _replay(self, conn: Connection, existing: tuple[str, str], fingerprint: str) -> Canvas:
+    def _replay(self, conn: Connection, existing: tuple[str, str], fingerprint: str, replayable: Replayable) -> Canvas:
+        """The recorded canvas, if the caller could Get it now; gone otherwise (deleted and invisible alike)."""
         same_request(existing[1], fingerprint)
-        return self._reload(conn, existing[0])
+        canvas = self._reload(conn, existing[0])
+        if not replayable(canvas):
+            raise idempotent_resource_gone("canvas")
+        return canvas
 
     def list_canvases(self, *, tenant_id: str, user_id: str, is_member: bool, flt: CanvasFilter,
                       ordering: Ordering, after: list[Any] | None, limit: int,
@@ -173,23 +183,30 @@ class CanvasRepository:
 
     # ---- writes ----------------------------------------------------------------------------------
 
-    def create_canvas(self, canvas: Canvas, change: DslChange, request_id: str, fingerprint: str = "") -> Canvas:
+    def create_canvas(self, canvas: Canvas, change: DslChange, request_id: str, fingerprint: str = "",
+                      replayable: Replayable | None = None) -> Canvas:
         """Insert the canvas, its first revision, tags and idempotency key; a replayed key returns the original.
 
+        The key is (tenant, user = the new canvas's owner, "canvas", request_id). A replay hands back the
+        recorded canvas only if `replayable` says the caller could Get it (default: the policy's answer for
+        its owner); otherwise, or when it is gone, ABORTED IDEMPOTENT_RESOURCE_GONE, whatever the reason.
         A unique-key race resolves to the winner (same request_id) or ALREADY_EXISTS (same title); a deadlock
         victim (MySQL picks one when two inserts wait on each other) retries.
         """
+        if replayable is None:
+            owner = Caller(canvas.tenant_id, canvas.owner_id)
+            replayable = lambda found: permits(owner, Action.READ, canvas_target(found))  # noqa: E731
         for attempt in range(3):
             try:
-                return self._create_once(canvas, change, request_id, fingerprint)
+                return self._create_once(canvas, change, request_id, fingerprint, replayable)
             except AlreadyExistsError:
                 # The title check saw a canvas committed after our key lookup: maybe our own twin request's.
-                replayed = self._replay_if_recorded(canvas.tenant_id, request_id, fingerprint)
+                replayed = self._replay_if_recorded(canvas, request_id, fingerprint, replayable)
                 if replayed is not None:
                     return replayed
                 raise
             except AbortedError as error:
-                replayed = self._replay_if_recorded(canvas.tenant_id, request_id, fingerprint)
+                replayed = self._replay_if_recorded(canvas, request_id, fingerprint, replayable)
                 if replayed is not None:
                     return replayed
                 if isinstance(error.__cause__, exc.IntegrityError):
@@ -198,20 +215,22 @@ class CanvasRepository:
                     raise
         raise AssertionError("unreachable")
 
-    def _replay_if_recorded(self, tenant_id: str, request_id: str, fingerprint: str) -> Canvas | None:
+    def _replay_if_recorded(self, canvas: Canvas, request_id: str, fingerprint: str,
+                            replayable: Replayable) -> Canvas | None:
         """The canvas a committed twin of this request created, or None (no request_id, or none recorded)."""
-        existing = self.find_idempotent(tenant_id, "canvas", request_id) if request_id else None
+        existing = self.find_idempotent(canvas.tenant_id, canvas.owner_id, "canvas", request_id) if request_id else None
         if existing is None:
             return None
         with self._db.read() as conn:
-            return self._replay(conn, existing, fingerprint)
+            return self._replay(conn, existing, fingerprint, replayable)
 
-    def _create_once(self, canvas: Canvas, change: DslChange, request_id: str, fingerprint: str) -> Canvas:
+    def _create_once(self, canvas: Canvas, change: DslChange, request_id: str, fingerprint: str,
+                     replayable: Replayable) -> Canvas:
         with self._db.write() as conn:
             if request_id:
-                existing = self._idempotent(conn, canvas.tenant_id, "canvas", request_id)
+                existing = self._idempotent(conn, canvas.tenant_id, canvas.owner_id, "canvas", request_id)
                 if existing:
-                    return self._replay(conn, existing, fingerprint)
+                    return self._replay(conn, existing, fingerprint, replayable)
             self._check_title_free(conn, canvas, exclude_id=None)
             revision_id = new_id()
             now = now_ms()
@@ -228,8 +247,8 @@ class CanvasRepository:
             self._write_tags(conn, canvas.id, canvas.tags, replace=False)
             if request_id:
                 conn.execute(sa.insert(idempotency_keys).values(
-                    tenant_id=canvas.tenant_id, scope="canvas", request_id=request_id, resource_id=canvas.id,
-                    create_time=now, fingerprint=fingerprint))
+                    tenant_id=canvas.tenant_id, user_id=canvas.owner_id, scope="canvas", request_id=request_id,
+                    resource_id=canvas.id, create_time=now, fingerprint=fingerprint))
             canvas.head_revision_id = revision_id
             canvas.create_time_ms = canvas.update_time_ms = now
             return canvas
@@ -358,8 +377,7 @@ class CanvasRepository:
     def _reload(self, conn: Connection, canvas_id: str) -> Canvas:
         row = conn.execute(sa.select(canvases).where(canvases.c.id == canvas_id)).first()
         if row is None:
-            raise AbortedError("the canvas created by this request_id was deleted since; use a new request_id",
-                               reason="IDEMPOTENT_RESOURCE_GONE")
+            raise idempotent_resource_gone("canvas")
         return canvas_from_row(row)
 
     @staticmethod

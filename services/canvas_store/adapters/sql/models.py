@@ -9,6 +9,11 @@ Portable choices (SQLite, PostgreSQL, MariaDB/MySQL):
   a validity check, SQLite JSON affinity). PostgreSQL `json` (not `jsonb`) keeps the key order of DSLs.
 - Long text and binary use LONGTEXT/LONGBLOB on MySQL, whose plain TEXT/BLOB stop at 64 KiB.
 - Identifier columns are VARCHAR(128) so that composite unique keys fit InnoDB's 3072-byte limit.
+- Text compares exactly on every backend. SQLite (BINARY) and PostgreSQL (deterministic collations) do so
+  anyway; on MariaDB every table uses utf8mb4_nopad_bin (TABLE_OPTIONS; migration 0006 converts existing
+  tables, MySQL 8 gets utf8mb4_0900_bin there), because the server default utf8mb4_*_ci collations are
+  case-, accent- and trailing-space-insensitive: tenant "ACME" would match "acme", request id "a" match "A "
+  and "a". A migration that creates a table passes **TABLE_OPTIONS to op.create_table.
 """
 
 from __future__ import annotations
@@ -25,6 +30,13 @@ LongBlob = sa.LargeBinary().with_variant(mysql.LONGBLOB(), "mysql", "mariadb")
 Json = sa.JSON().with_variant(mysql.JSON(), "mysql", "mariadb")
 
 
+BINARY_COLLATION = "utf8mb4_nopad_bin"
+"""MariaDB's binary, NO PAD utf8mb4 collation (utf8mb4_bin is PAD SPACE: "a" = "a ")."""
+TABLE_OPTIONS = {"mysql_charset": "utf8mb4", "mysql_collate": BINARY_COLLATION,
+                 "mariadb_charset": "utf8mb4", "mariadb_collate": BINARY_COLLATION}
+"""Table options of every store table (ignored by SQLite and PostgreSQL)."""
+
+
 class Base(DeclarativeBase):
     pass
 
@@ -33,6 +45,7 @@ class StoreMeta(Base):
     """Store-wide key/value settings, e.g. the generated page-token secret."""
 
     __tablename__ = "store_meta"
+    __table_args__ = TABLE_OPTIONS
     key: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
     value: Mapped[str] = mapped_column(sa.Text, nullable=False)
 
@@ -41,6 +54,7 @@ class TenantRow(Base):
     """One row per tenant the store has seen; the primary key makes "first user becomes owner" race-free."""
 
     __tablename__ = "tenants"
+    __table_args__ = TABLE_OPTIONS
     id: Mapped[str] = mapped_column(sa.String(NAME_LEN), primary_key=True)
     owner_id: Mapped[str] = mapped_column(sa.String(NAME_LEN), nullable=False)
     create_time: Mapped[int] = mapped_column(sa.BigInteger, nullable=False)
@@ -48,6 +62,7 @@ class TenantRow(Base):
 
 class TenantMemberRow(Base):
     __tablename__ = "tenant_members"
+    __table_args__ = TABLE_OPTIONS
     tenant_id: Mapped[str] = mapped_column(sa.String(NAME_LEN), primary_key=True)
     user_id: Mapped[str] = mapped_column(sa.String(NAME_LEN), primary_key=True)
     role: Mapped[str] = mapped_column(sa.String(16), nullable=False)
@@ -87,6 +102,7 @@ class CanvasRow(Base):
         sa.Index("ix_canvases_list_update", "tenant_id", "update_time", "id", "owner_id", "permission", "delete_time"),
         sa.Index("ix_canvases_list_title", "tenant_id", "title", "id", "owner_id", "permission", "delete_time"),
         sa.Index("ix_canvases_expire", "expire_time"),
+        TABLE_OPTIONS,
     )
 
 
@@ -99,7 +115,7 @@ class CanvasTagRow(Base):
     )
     tag: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
 
-    __table_args__ = (sa.Index("ix_canvas_tags_tag", "tag", "canvas_id"),)
+    __table_args__ = (sa.Index("ix_canvas_tags_tag", "tag", "canvas_id"), TABLE_OPTIONS)
 
 
 class RevisionRow(Base):
@@ -120,11 +136,13 @@ class RevisionRow(Base):
     __table_args__ = (
         sa.UniqueConstraint("canvas_id", "seq", name="uq_revisions_canvas_seq"),
         sa.Index("ix_revisions_canvas_hash", "canvas_id", "content_hash"),
+        TABLE_OPTIONS,
     )
 
 
 class TemplateRow(Base):
     __tablename__ = "canvas_templates"
+    __table_args__ = TABLE_OPTIONS
     id: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
     title: Mapped[dict] = mapped_column(Json, nullable=False)
     description: Mapped[dict] = mapped_column(Json, nullable=False)
@@ -157,14 +175,21 @@ class SessionRow(Base):
         sa.Index("ix_sessions_canvas", "canvas_id", "create_time", "id"),
         sa.Index("ix_sessions_user", "tenant_id", "user_id", "create_time", "id"),
         sa.Index("ix_sessions_revision", "revision_id"),
+        TABLE_OPTIONS,
     )
 
 
 class IdempotencyKeyRow(Base):
-    """request_id -> created resource, per tenant and scope ("canvas", "run"). Pruned after a TTL."""
+    """request_id -> created resource, per tenant, user and scope ("canvas", "run"). Pruned after a TTL.
+
+    The user is part of the key (0006): another user of the tenant who sends the same request_id makes a
+    request of their own instead of getting (and, for runs, leasing) someone else's resource back.
+    """
 
     __tablename__ = "idempotency_keys"
     tenant_id: Mapped[str] = mapped_column(sa.String(NAME_LEN), primary_key=True)
+    # The caller's user id (canvas owner, run creator); '' for keys from before 0006 whose resource was gone.
+    user_id: Mapped[str] = mapped_column(sa.String(NAME_LEN), primary_key=True, server_default="")
     scope: Mapped[str] = mapped_column(sa.String(16), primary_key=True)
     request_id: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
     resource_id: Mapped[str] = mapped_column(sa.String(ID_LEN), nullable=False)
@@ -173,7 +198,7 @@ class IdempotencyKeyRow(Base):
     # Empty for keys written before 0005, which are trusted as before.
     fingerprint: Mapped[str] = mapped_column(sa.String(64), nullable=False, default="", server_default="")
 
-    __table_args__ = (sa.Index("ix_idempotency_create_time", "create_time"),)
+    __table_args__ = (sa.Index("ix_idempotency_create_time", "create_time"), TABLE_OPTIONS)
 
 
 class RunRow(Base):
@@ -204,6 +229,7 @@ class RunRow(Base):
         sa.Index("ix_runs_status_lease", "status", "lease_expire_time"),
         sa.Index("ix_runs_tenant_create", "tenant_id", "create_time", "id"),
         sa.Index("ix_runs_session", "session_id", "create_time"),
+        TABLE_OPTIONS,
     )
 
 
@@ -211,6 +237,7 @@ class RunStepRow(Base):
     """The checkpoint journal: one row per committed node completion."""
 
     __tablename__ = "run_steps"
+    __table_args__ = TABLE_OPTIONS
     run_id: Mapped[str] = mapped_column(sa.String(ID_LEN), sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
     step_index: Mapped[int] = mapped_column(sa.BigInteger, primary_key=True)
     node_id: Mapped[str] = mapped_column(sa.String(255), nullable=False, default="")
@@ -223,6 +250,7 @@ class RunEventRow(Base):
     """Persisted events; (run_id, seq) is the primary key, so a seq can never be written twice."""
 
     __tablename__ = "run_events"
+    __table_args__ = TABLE_OPTIONS
     run_id: Mapped[str] = mapped_column(sa.String(ID_LEN), sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
     seq: Mapped[int] = mapped_column(sa.BigInteger, primary_key=True)
     event_type: Mapped[str] = mapped_column(sa.String(64), nullable=False, default="")

@@ -18,7 +18,8 @@ from services.canvas_store.adapters.sql.canvas_repo import keyset_after
 from services.canvas_store.adapters.sql.engine import Database
 from services.canvas_store.adapters.sql.models import idempotency_keys, run_events, run_steps, runs
 from services.canvas_store.core.ids import now_ms
-from services.canvas_store.core.policy import Kind, Target
+from services.canvas_store.core.canvases import idempotent_resource_gone
+from services.canvas_store.core.policy import Action, Caller, Kind, Target, permits
 from services.canvas_store.core.types import (
     CommitResult, RunCommit, RunLease, RunRecord, RunStatus, RunStep, StoredEvent,
 )
@@ -27,6 +28,8 @@ from services.common.errors import (
 )
 
 Check = Callable[[Target], None]
+Replayable = Callable[[Target], bool]
+"""Whether a replayed request_id may hand back the run it recorded: the caller could Get it now."""
 
 _FINAL = [status.value for status in RunStatus if status.is_final]
 _FACT_COLUMNS = [runs.c.id, runs.c.tenant_id, runs.c.creator_id, runs.c.status, runs.c.lease_holder,
@@ -44,6 +47,9 @@ _INSERT_EVENTS = sa.insert(run_events)
 # into a new statement (a measurable share of StartRunRecord's CPU).
 _INSERT_RUN = sa.insert(runs)
 _INSERT_KEY = sa.insert(idempotency_keys)
+_FIND_KEY = sa.select(idempotency_keys.c.resource_id).where(
+    idempotency_keys.c.tenant_id == sa.bindparam("b_tenant"), idempotency_keys.c.user_id == sa.bindparam("b_user"),
+    idempotency_keys.c.scope == "run", idempotency_keys.c.request_id == sa.bindparam("b_request"))
 _STATUS = sa.select(runs.c.status).where(runs.c.id == sa.bindparam("b_id"))
 _EVENTS_AFTER = (sa.select(run_events).where(run_events.c.run_id == sa.bindparam("b_id"),
                                              run_events.c.seq > sa.bindparam("b_after"))
@@ -85,14 +91,24 @@ class RunRepository:
 
     # ---- records ---------------------------------------------------------------------------------
 
-    def create(self, run: RunRecord, request_id: str) -> RunRecord:
-        """Insert the run; a replayed request_id returns the original, also when two retries race."""
-        return self._retrying(lambda: self._create_once(run, request_id, None)[0], request_id)
+    def create(self, run: RunRecord, request_id: str, replayable: Replayable | None = None, *,
+               key_user: str | None = None) -> RunRecord:
+        """Insert the run; a replayed request_id returns the original, also when two retries race.
 
-    def start(self, run: RunRecord, request_id: str, holder: str, ttl_ms: int) -> tuple[RunRecord, RunLease | None]:
-        """create + the first lease for `holder` in one transaction. A replay leases the existing run only
-        while it has not started (PENDING) and is free or already `holder`'s; otherwise no lease."""
-        return self._retrying(lambda: self._create_once(run, request_id, (holder, ttl_ms)), request_id)
+        Idempotency keys are (tenant, user, "run", request_id) with user = `key_user`, by default the run's
+        creator: another user's identical request_id is another request ('' makes the key tenant-wide, for
+        continuation claims). A replay hands back the recorded run only if `replayable` says the caller could
+        Get it (default: the policy's answer for the creator); otherwise, or when it is gone, ABORTED
+        IDEMPOTENT_RESOURCE_GONE, whatever the reason (nothing is leased either)."""
+        return self._retrying(lambda: self._create_once(run, request_id, None, replayable, key_user)[0], request_id)
+
+    def start(self, run: RunRecord, request_id: str, holder: str, ttl_ms: int,
+              replayable: Replayable | None = None, *, key_user: str | None = None) -> tuple[RunRecord, RunLease | None]:
+        """create + the first lease for `holder` in one transaction. A replay (of the same key, and visible as
+        in `create`) leases the existing run only while it has not started (PENDING) and is free or already
+        `holder`'s; otherwise no lease."""
+        return self._retrying(lambda: self._create_once(run, request_id, (holder, ttl_ms), replayable, key_user),
+                              request_id)
 
     @staticmethod
     def _retrying(attempt_once: Callable[[], Any], request_id: str) -> Any:
@@ -104,22 +120,25 @@ class RunRepository:
                     raise
         raise AssertionError("unreachable")
 
-    def _create_once(self, run: RunRecord, request_id: str,
-                     lease_for: tuple[str, int] | None) -> tuple[RunRecord, RunLease | None]:
+    def _create_once(self, run: RunRecord, request_id: str, lease_for: tuple[str, int] | None,
+                     replayable: Replayable | None, key_user: str | None) -> tuple[RunRecord, RunLease | None]:
         now = now_ms()
+        key_user = run.creator_id if key_user is None else key_user
         with self._db.write() as conn:
             if request_id:
-                existing = conn.execute(sa.select(idempotency_keys.c.resource_id).where(
-                    idempotency_keys.c.tenant_id == run.tenant_id, idempotency_keys.c.scope == "run",
-                    idempotency_keys.c.request_id == request_id)).scalar()
+                existing = conn.execute(_FIND_KEY, {"b_tenant": run.tenant_id, "b_user": key_user,
+                                                    "b_request": request_id}).scalar()
                 if existing:
                     query = sa.select(runs).where(runs.c.id == existing)
                     if lease_for and conn.dialect.name != "sqlite":
                         query = query.with_for_update()  # the replay may lease it: lock as acquire does
                     row = conn.execute(query).first()
-                    if row is None:
-                        raise AbortedError("the run created by this request_id is gone; use a new request_id",
-                                           reason="IDEMPOTENT_RESOURCE_GONE")
+                    if replayable is None:
+                        creator = Caller(run.tenant_id, run.creator_id)
+                        replayable = lambda target: permits(creator, Action.READ_RUN, target)  # noqa: E731
+                    # Checked before anything is returned or leased; invisible answers exactly like gone.
+                    if row is None or not replayable(run_target(row)):
+                        raise idempotent_resource_gone("run")
                     found = run_from_row(row)
                     return found, self._replay_lease(conn, row, found, lease_for, now)
             lease = None
@@ -134,7 +153,8 @@ class RunRepository:
                 cancel_requested=False, create_time=now, update_time=now, **lease_values))
             if request_id:
                 conn.execute(_INSERT_KEY, dict(
-                    tenant_id=run.tenant_id, scope="run", request_id=request_id, resource_id=run.id, create_time=now))
+                    tenant_id=run.tenant_id, user_id=key_user, scope="run", request_id=request_id,
+                    resource_id=run.id, create_time=now))
         run.status, run.create_time_ms, run.update_time_ms, run.lease = RunStatus.PENDING, now, now, lease
         return run, lease
 
