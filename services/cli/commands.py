@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import signal
+import shlex
 import sys
 from pathlib import Path
+
+import grpc
 
 from agentcanvas.v1 import (
     canvas_store_pb2,
@@ -22,15 +24,24 @@ from agentcanvas.v1 import (
 )
 from google.protobuf import json_format
 
-from services.cli.files import export_document, from_canvas_message, load_document, to_canvas_message
+from services.cli.files import (export_document, from_canvas_message, load_document, read_text, to_canvas_message,
+                                write_text)
 from services.cli.render import TerminalView, event_json
-from services.cli.stack import CLI_NAMES, Stack, build_definition, open_stack, spawn_processes, stop_children, wait_for_children
+from services.cli.stack import (CLI_NAMES, ChildExited, ChildProcess, Stack, build_definition, first_exit, open_stack,
+                                spawn_processes, stop_children, wait_for_children)
+from services.common import status
 from services.common.bootstrap import run_service
-from services.common.errors import InvalidArgumentError
+from services.common.errors import AgentCanvasError, InvalidArgumentError
 from services.common.settings import Config
 from services.common.structs import to_struct
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "hello.json"
+
+
+def _report_one(exc: AgentCanvasError, path: str) -> None:
+    """One line for one failed file of a batch (the file is named once)."""
+    message = exc.message if path in exc.message else f"{path}: {exc.message}"
+    print(f"error: {status.code_for(exc).name}: {message}", file=sys.stderr)
 
 
 def serve(config: Config, args: argparse.Namespace) -> int:
@@ -39,50 +50,73 @@ def serve(config: Config, args: argparse.Namespace) -> int:
 
 
 def up(config: Config, args: argparse.Namespace) -> int:
+    """Until Ctrl-C or SIGTERM (main turns SIGTERM into the same interrupt), or until a service exits
+    on its own: then the others are stopped and the dead one is named (exit 1)."""
     children = spawn_processes(config, config_path=args.config)
     try:
-        asyncio.run(wait_for_children(children))
+        try:
+            asyncio.run(wait_for_children(children))
+        except ChildExited as exc:
+            print(f"error: {exc.child.service} exited with code {exc.code} while starting "
+                  f"(see its log above); stopping the other services", file=sys.stderr)
+            return 1
         for child in children:
-            print(f"{child.service:<13} serving on {child.address}", file=sys.stderr)
+            print(f"{child.service:<13} serving on {child.address} (pid {child.process.pid})", file=sys.stderr)
         print(f"token: {config.data_dir / 'token'} (or set AGENT_CANVAS_TOKEN)", file=sys.stderr)
         if args.demo:
             demo = argparse.Namespace(file=EXAMPLE, canvas=None, revision="", query=args.demo, inputs="{}",
-                                      session="", user="", json=False, mode="remote")
+                                      session="", resume="", user="", json=False, mode="remote", config=args.config)
             asyncio.run(run(config, demo))
         print("press Ctrl-C to stop", file=sys.stderr)
-        stop = asyncio.Event()
 
-        async def wait_for_signal() -> None:
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, stop.set)
-            waiters = [asyncio.create_task(stop.wait())]
-            waiters += [asyncio.create_task(asyncio.to_thread(child.process.wait)) for child in children]
-            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        async def until_one_exits() -> ChildProcess:
+            return await first_exit(children)
 
-        asyncio.run(wait_for_signal())
+        gone = asyncio.run(until_one_exits())
+        print(f"error: {gone.service} exited with code {gone.process.returncode}; stopping the other services",
+              file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        pass  # Ctrl-C or SIGTERM: the normal way to stop
     finally:
         codes = stop_children(children)
     return 0 if all(code == 0 for code in codes) else 1
 
 
 def _run_request(args: argparse.Namespace) -> orchestrator_pb2.RunCanvasRequest:
+    resume = getattr(args, "resume", "") or ""
     if args.file and args.canvas:
         raise InvalidArgumentError.for_field("FILE|--canvas", "give a canvas file or --canvas ID, not both")
-    if not (args.file or args.canvas or args.session):
-        raise InvalidArgumentError.for_field("FILE|--canvas", "give a canvas file, --canvas ID, or --session ID to continue a session")
+    if resume and (args.file or args.canvas):
+        raise InvalidArgumentError.for_field("--resume", "continues a paused run with its own canvas; give no FILE or --canvas")
+    if not (args.file or args.canvas or args.session or resume):
+        raise InvalidArgumentError.for_field(
+            "FILE|--canvas", "give a canvas file, --canvas ID, --session ID to continue a session, or --resume RUN_ID")
     request = orchestrator_pb2.RunCanvasRequest(
         revision_id=args.revision,
         query=args.query,
         inputs=to_struct(_parse_object(args.inputs, "--inputs")),
         session_id=args.session,
         user_id=args.user,
+        resume_run_id=resume,
     )
     if args.file:
         request.dsl.CopyFrom(to_struct(load_document(args.file).dsl))
-    else:
+    elif args.canvas:
         request.canvas_id = args.canvas
+    # else: the session knows its canvas, a paused run its DSL
     return request
+
+
+def _resume_hint(args: argparse.Namespace, run_id: str, session_id: str, fields: list[str]) -> str:
+    """The command that continues a paused run (by its session when it has one, else by its id)."""
+    words = ["agent-canvas", "run"]
+    words += ["--session", session_id] if session_id else ["--resume", run_id]
+    if fields:
+        words += ["--inputs", shlex.quote(json.dumps({name: "..." for name in fields}, ensure_ascii=False))]
+    if getattr(args, "config", None):
+        words += ["--config", shlex.quote(str(args.config))]
+    return " ".join(words)
 
 
 def _parse_object(text: str, flag: str) -> dict:
@@ -102,6 +136,8 @@ async def run(config: Config, args: argparse.Namespace) -> int:
         stub = orchestrator_pb2_grpc.OrchestratorStub(stack.channel("orchestrator"))
         view = TerminalView()
         final = None
+        run_id = session_id = ""
+        waiting: list[str] = []
         # The batched stream: the same events, fewer messages (one per commit of the run).
         async for batch in stub.RunCanvasBatched(request, metadata=stack.metadata()):
             for event in batch.events:
@@ -109,10 +145,16 @@ async def run(config: Config, args: argparse.Namespace) -> int:
                     print(event_json(event), flush=True)
                 else:
                     view.show(event)
-                if event.WhichOneof("event") == "workflow_finished":
+                kind = event.WhichOneof("event")
+                if kind == "user_inputs_required":
+                    waiting += [name for name in event.user_inputs_required.inputs.keys() if name not in waiting]
+                elif kind == "workflow_finished":
                     final = event.workflow_finished.status
+                    run_id, session_id = event.run_id, event.session_id
     finally:
         await stack.close()
+    if final == common_pb2.RUN_STATUS_PAUSED and run_id:
+        print(f"paused; to continue: {_resume_hint(args, run_id, session_id, waiting)}", file=sys.stderr)
     return 0 if final in (common_pb2.RUN_STATUS_SUCCEEDED, common_pb2.RUN_STATUS_PAUSED) else 1
 
 
@@ -122,12 +164,27 @@ async def canvas(config: Config, args: argparse.Namespace) -> int:
         stub = canvas_store_pb2_grpc.CanvasStoreStub(stack.channel("canvas_store"))
         metadata = stack.metadata()
         if args.canvas_command == "import":
+            # Each file on its own: a bad one is reported (one line) and the others are still imported.
+            failed = 0
             for path in args.files:
-                created = await stub.CreateCanvas(
-                    canvas_store_pb2.CreateCanvasRequest(canvas=to_canvas_message(load_document(path), args.title)),
-                    metadata=metadata,
-                )
+                try:
+                    created = await stub.CreateCanvas(
+                        canvas_store_pb2.CreateCanvasRequest(canvas=to_canvas_message(load_document(path), args.title)),
+                        metadata=metadata,
+                    )
+                except AgentCanvasError as exc:
+                    failed += 1
+                    _report_one(exc, str(path))
+                    continue
+                except grpc.aio.AioRpcError as exc:
+                    if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNAUTHENTICATED):
+                        raise  # the store is gone or refuses us: no point in trying the next file
+                    failed += 1
+                    _report_one(status.from_rpc_error(exc), str(path))
+                    continue
                 print(f"{created.id}\t{created.title}")
+            if failed:
+                return 2
         elif args.canvas_command == "list":
             request = canvas_store_pb2.ListCanvasesRequest(page_size=args.page_size, filter=args.filter, order_by=args.order_by,
                                                            show_deleted=args.show_deleted)
@@ -158,7 +215,7 @@ async def canvas(config: Config, args: argparse.Namespace) -> int:
             item = await stub.GetCanvas(canvas_store_pb2.GetCanvasRequest(id=args.id), metadata=metadata)
             text = json.dumps(export_document(from_canvas_message(item)), indent=2, ensure_ascii=False)
             if args.output:
-                args.output.write_text(text + "\n")
+                write_text(args.output, text + "\n")
             else:
                 print(text)
     finally:
@@ -218,7 +275,7 @@ async def chat(config: Config, args: argparse.Namespace) -> int:
 async def execute(config: Config, args: argparse.Namespace) -> int:
     if bool(args.file) == bool(args.code):
         raise InvalidArgumentError.for_field("FILE|-c", "give exactly one of a file or -c CODE")
-    code = args.code if args.code else args.file.read_text()
+    code = args.code if args.code else read_text(args.file)
     stack = await open_stack(config, ["sandbox"], mode=args.mode)
     exit_event = None
     try:

@@ -62,11 +62,36 @@ def parse_document(raw: Any, *, source: str = "canvas file") -> CanvasDocument:
     raise InvalidArgumentError.for_field(source, "is neither a template wrapper (with 'dsl') nor a DSL (with 'components')")
 
 
-def load_document(path: Path) -> CanvasDocument:
+def read_text(path: Path) -> str:
+    """A file's text (UTF-8), or InvalidArgumentError naming the file and why it cannot be read."""
     try:
-        raw = json.loads(path.read_text())
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InvalidArgumentError.for_field(str(path), "file does not exist") from None
+    except IsADirectoryError:
+        raise InvalidArgumentError.for_field(str(path), "is a directory, not a file") from None
+    except PermissionError:
+        raise InvalidArgumentError.for_field(str(path), "cannot be read (permission denied)") from None
+    except UnicodeDecodeError as exc:
+        raise InvalidArgumentError.for_field(str(path), f"is not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise InvalidArgumentError.for_field(str(path), f"cannot be read ({exc.strerror or exc})") from None
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write a file, or InvalidArgumentError naming it and why it cannot be written."""
+    try:
+        path.write_text(text, encoding="utf-8")
+    except IsADirectoryError:
+        raise InvalidArgumentError.for_field(str(path), "is a directory, not a file") from None
+    except OSError as exc:
+        raise InvalidArgumentError.for_field(str(path), f"cannot be written ({exc.strerror or exc})") from None
+
+
+def load_document(path: Path) -> CanvasDocument:
+    text = read_text(path)
+    try:
+        raw = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InvalidArgumentError.for_field(str(path), f"is not valid JSON ({exc.msg} at line {exc.lineno})") from None
     document = parse_document(raw, source=str(path))

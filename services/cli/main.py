@@ -3,6 +3,7 @@
     agent-canvas up [--config FILE]                      all four services as child processes
     agent-canvas serve store|orchestrator|gateway|sandbox
     agent-canvas run FILE|--canvas ID --query Q [--inputs JSON] [--session ID] [--json]
+    agent-canvas run --resume RUN_ID [--inputs JSON] | --session ID [--query Q]   continue a paused run
     agent-canvas canvas import FILE... | list [--show-deleted] | get ID | export ID [-o FILE]
                         | delete ID [--etag E] | undelete ID [--etag E]
     agent-canvas kb add FILES... | list | remove ID...
@@ -17,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import grpc
@@ -62,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--query", "-q", default="", help="the question (sys.query)")
     run.add_argument("--inputs", default="{}", help="Begin form values or UserFillUp answers, as a JSON object")
     run.add_argument("--session", default="", help="session id (multi-turn; resumes a paused run)")
+    run.add_argument("--resume", default="", metavar="RUN_ID",
+                     help="continue this paused run (its own canvas; answer with --inputs / --query)")
     run.add_argument("--user", default="", help="end-user id exposed as sys.user_id")
     run.add_argument("--json", action="store_true", help="print one RunEvent per line (proto JSON mapping)")
 
@@ -132,8 +137,31 @@ def _report(exc: errors.AgentCanvasError) -> int:
     return 2
 
 
+def _interrupt_on_sigterm(signum, frame) -> None:
+    """SIGTERM does what Ctrl-C does: whatever handles SIGINT right now (asyncio.run's handler, which
+    cancels the command so its cleanup runs, or the default one, which raises KeyboardInterrupt)."""
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler):
+        handler(signal.SIGINT, frame)
+    else:
+        raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # So that `kill`, systemd or a container runtime stopping the CLI stops what it started (the
+    # services of `up`, in-process servers and the model server) instead of orphaning them.
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
+    try:
+        return _main(args)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(args: argparse.Namespace) -> int:
     try:
         config = Config.load(args.config)
         if args.command == "serve":

@@ -24,8 +24,12 @@ def event_json(event: orchestrator_pb2.RunEvent) -> str:
 class TerminalView:
     """Stateful renderer; call `show(event)` for every event in order."""
 
-    def __init__(self, out: TextIO = sys.stdout, err: TextIO = sys.stderr, color: bool | None = None):
-        self.out, self.err = out, err
+    def __init__(self, out: TextIO | None = None, err: TextIO | None = None, color: bool | None = None):
+        # Resolved now, not at import: a caller (or a test) that redirected sys.stdout/stderr since
+        # the module was imported gets its output where it points.
+        self.out = out if out is not None else sys.stdout
+        self.err = err if err is not None else sys.stderr
+        out = self.out
         self.color = out.isatty() if color is None else color
         self._in_text = False
         self._in_think = False

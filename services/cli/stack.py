@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -149,20 +150,74 @@ def spawn_processes(config: Config, services: Iterable[str] = SERVICES, *, confi
     return children
 
 
+class ChildExited(Exception):
+    """A service process ended on its own (while starting, or while `up` was serving)."""
+
+    def __init__(self, child: ChildProcess, code: int | None):
+        super().__init__(f"{child.service} exited with code {code}")
+        self.child = child
+        self.code = code
+
+
+def first_exit(children: list[ChildProcess]) -> asyncio.Future:
+    """A future that resolves to the first child that exits. Each child is waited on by a daemon
+    thread, not by asyncio.to_thread: a thread of the loop's executor blocked in wait() would keep
+    asyncio.run from returning after Ctrl-C/SIGTERM until that child exits, i.e. forever."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future = loop.create_future()
+
+    def settle(child: ChildProcess) -> None:
+        if not future.done():
+            future.set_result(child)
+
+    def watch(child: ChildProcess) -> None:
+        child.process.wait()
+        try:
+            loop.call_soon_threadsafe(settle, child)
+        except RuntimeError:
+            pass  # the loop is closed: nobody is waiting any more
+
+    for child in children:
+        threading.Thread(target=watch, args=(child,), name=f"wait-{child.service}", daemon=True).start()
+    return future
+
+
 async def wait_for_children(children: list[ChildProcess], timeout: float = 120.0) -> None:
-    await asyncio.gather(*(wait_until_serving(child.address, timeout=timeout) for child in children))
+    """Until every child is SERVING; ChildExited as soon as one of them exits instead."""
+    exited = first_exit(children)
+    serving = asyncio.ensure_future(asyncio.gather(*(wait_until_serving(child.address, timeout=timeout) for child in children)))
+    try:
+        await asyncio.wait({exited, serving}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not serving.done():
+            serving.cancel()
+            await asyncio.gather(serving, return_exceptions=True)
+    if exited.done():
+        child = exited.result()
+        raise ChildExited(child, child.process.returncode)
+    exited.cancel()
+    serving.result()  # re-raises a timeout
 
 
 def stop_children(children: list[ChildProcess], grace: float = 25.0) -> list[int]:
-    """SIGTERM every child, wait for a clean drain, SIGKILL stragglers; returns exit codes."""
+    """SIGTERM every child, wait for a clean drain, SIGKILL stragglers; returns exit codes. A second
+    Ctrl-C/SIGTERM while waiting kills the children that are left at once (nothing is orphaned)."""
     for child in children:
         if child.process.poll() is None:
             child.process.send_signal(signal.SIGTERM)
     codes = []
-    for child in children:
-        try:
-            codes.append(child.process.wait(timeout=grace))
-        except subprocess.TimeoutExpired:
-            child.process.kill()
-            codes.append(child.process.wait())
+    try:
+        for child in children:
+            try:
+                codes.append(child.process.wait(timeout=grace))
+            except subprocess.TimeoutExpired:
+                child.process.kill()
+                codes.append(child.process.wait())
+    except KeyboardInterrupt:
+        for child in children:
+            if child.process.returncode is None:
+                child.process.kill()
+        for child in children:
+            child.process.wait()
+        raise
     return codes

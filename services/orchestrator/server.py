@@ -14,7 +14,7 @@ from services.common.errors import InvalidArgumentError
 from services.common.structs import from_struct, to_struct
 from services.orchestrator.adapters.event_proto import to_proto
 from services.orchestrator.core.orchestrator import InputFileData, Orchestrator, RunRequest
-from services.orchestrator.core.events import Event, now_ms
+from services.orchestrator.core.events import now_ms
 from services.orchestrator.core.ports import RunRecord
 
 T = TypeVar("T")

@@ -16,21 +16,16 @@ import contextvars
 
 import pytest
 from agentcanvas.v1 import canvas_store_pb2 as pb
-from agentcanvas.v1 import canvas_store_pb2_grpc
 
-from services.canvas_store.app import build_service
-from services.common.auth import TokenAuthenticator
-from services.common.bootstrap import start_server
-from services.common.clients import create_channel
 from services.common.context import token_var
 from services.common.errors import AbortedError, InvalidArgumentError
-from services.common.settings import Config
 from services.common.structs import to_struct
 from services.orchestrator.adapters.store_grpc import GrpcRunStore
 from services.orchestrator.core.orchestrator import RunRequest
 from services.orchestrator.core.ports import RunStatus
 from tests.orchestrator.support.harness import BothArrived, DiesOnce, finished, make_orchestrator
 from tests.orchestrator.support.scripted_llm import ScriptedLlm
+from tests.orchestrator.support.store_server import running_store
 from tests.orchestrator.test_resume import echo_loop, form_canvas, review_canvas
 from tests.support.databases import temporary_database
 
@@ -64,15 +59,8 @@ class RacingStore(GrpcRunStore):
 async def canvas_store(request, tmp_path_factory):
     tmp = str(tmp_path_factory.mktemp(f"resume-{request.param}"))
     with temporary_database(request.param, tmp, prefix="ac_resume_test") as url:
-        config = Config.load(env={"AGENT_CANVAS_DATA_DIR": tmp}).with_overrides({
-            "auth": {"embedded": False, "tokens": TOKENS},
-            "store": {"database_url": url, "watch_poll_interval_ms": 20, "seed_templates": False}})
-        definition, _ = build_service(config)
-        running = await start_server(definition, config, authenticator=TokenAuthenticator.from_config(config, env={}))
-        channel = create_channel(f"127.0.0.1:{running.port}")
-        yield f"127.0.0.1:{running.port}", canvas_store_pb2_grpc.CanvasStoreStub(channel)
-        await channel.close()
-        await running.stop(0)
+        async with running_store(tmp, url, TOKENS) as found:
+            yield found
 
 
 async def new_session(stub, dsl) -> str:

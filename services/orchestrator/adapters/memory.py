@@ -115,14 +115,13 @@ class InMemoryRunStore:
     async def acquire_lease(self, run_id: str, holder: str, ttl_ms: int) -> Lease:
         run = self._run(run_id)
         now = self._clock()
-        if run.record.status.terminal:
+        if run.record.status.final:
             raise AbortedError(f"run {run_id} already ended", reason="RUN_ENDED")
         if run.lease is not None and run.lease.expire_ms > now and run.lease.holder != holder:
             raise AbortedError(f"run {run_id} is leased by another replica", reason="LEASE_HELD")
         run.lease_counter += 1
         run.lease = Lease(run_id, holder, run.lease_counter, now + ttl_ms, run.record.cancel_requested)
-        if run.record.status == RunStatus.PENDING:
-            run.record.status = RunStatus.RUNNING
+        # Leasing does not change the status (as the real store): the run's first commit moves it to RUNNING.
         return replace(run.lease)
 
     def _check_lease(self, run: _Run, token: int) -> None:
@@ -149,7 +148,7 @@ class InMemoryRunStore:
                      error: RunError | None = None, usage: Usage | None = None) -> CommitResult:
         run = self._run(run_id)
         self._check_lease(run, lease_token)
-        if run.record.status.terminal:
+        if run.record.status.final:  # a PAUSED run may be written (e.g. cancelled), as in the real store
             raise AbortedError(f"run {run_id} already ended", reason="RUN_ENDED")
         for step in steps:
             # Committed data is immutable by contract (the core never touches it again), so it is kept
@@ -198,7 +197,7 @@ class InMemoryRunStore:
 
     async def request_cancel(self, run_id: str) -> RunRecord:
         run = self._run(run_id)
-        if not run.record.status.terminal:
+        if not run.record.status.final:  # PAUSED too: a paused run that is cancelled is never resumed
             run.record.cancel_requested = True
         return await self.get_run(run_id)
 

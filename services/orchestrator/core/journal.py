@@ -96,15 +96,17 @@ class Journal:
             self._kick()
         await future
 
-    def stage(self, steps: list[Step], events: list[Event]) -> None:
+    def stage(self, steps: list[Step], events: list[Event], **terminal: Any) -> None:
         """Queue steps and events without waiting: they are written in order with the next commit (or
         within flush_interval_s). For a step that nothing waits on, e.g. the run's last one, which the
-        terminal commit right after carries in the same store transaction."""
+        terminal commit right after carries in the same store transaction. `terminal` (e.g.
+        `status=RunStatus.RUNNING` with the started marker) goes with the commit that writes them; a
+        later item of the same store commit overrides it (a final status wins over RUNNING)."""
         if self.failure:
             return
         future = asyncio.get_running_loop().create_future()
         future.add_done_callback(_consume)  # a refusal is raised by the next commit instead
-        self._queue.append(_Commit(steps, events, future))
+        self._queue.append(_Commit(steps, events, future, terminal))
         if self._timer is None and self._flusher is None and not self._leading:
             self._timer = asyncio.get_running_loop().call_later(self._interval, self._on_timer)
 

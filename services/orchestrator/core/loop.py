@@ -46,6 +46,8 @@ class Rebuilt:
     usage: Usage
     interrupted: dict[str, int] = field(default_factory=dict)
     """Attempts of nodes that had started, but not finished, when the previous holder stopped."""
+    base_cancelled: bool = False
+    """The paused run this run continues was cancelled (a CancelRun that raced with this resume)."""
 
 
 async def _interrupted_attempts(store: RunStore, run_id: str) -> dict[str, int]:
@@ -74,9 +76,12 @@ async def rebuild(store: RunStore, record: RunRecord, *, fresh: bool = False) ->
     replay: dict[str, dict[str, Any]] = {}
     chain: list[str] = []
     base = record.spec.get("resume_from") or ""
+    base_cancelled = False
     while base and base not in chain:
         chain.append(base)
         base_record = await store.get_run(base)
+        if len(chain) == 1:  # the paused run this one continues
+            base_cancelled = base_record.cancel_requested or base_record.status == RunStatus.CANCELLED
         base = base_record.spec.get("resume_from") or ""
     for run_id in reversed(chain):
         for step in await store.list_steps(run_id):
@@ -92,7 +97,7 @@ async def rebuild(store: RunStore, record: RunRecord, *, fresh: bool = False) ->
             if step.state.get("usage"):
                 usage.add(Usage.from_dict(step.state["usage"]))
     interrupted = await _interrupted_attempts(store, record.id) if started else {}
-    return Rebuilt(replay, started, usage, interrupted)
+    return Rebuilt(replay, started, usage, interrupted, base_cancelled=base_cancelled)
 
 
 class RunLoop:
@@ -134,21 +139,26 @@ class RunLoop:
                               interrupted=rebuilt.interrupted)
         heartbeat = asyncio.create_task(self._heartbeat(record.id, lease, cancel, lost))
         try:
-            if record.cancel_requested:
+            if record.cancel_requested or (rebuilt.base_cancelled and not rebuilt.started):
+                # A resume that raced with a CancelRun of the paused run it continues (start_run
+                # refuses one that comes after it): the continuation ends CANCELLED before any node.
                 cancel.set()
             elif not rebuilt.started:
                 # Staged, not awaited: it goes to the store with the first node's commit (one
                 # transaction less per run). Before that commit nothing of the run is persisted, so
-                # a takeover in between starts the run afresh, as it would before this commit.
+                # a takeover in between starts the run afresh, as it would before this commit. That
+                # commit also moves the record from PENDING to RUNNING (the store does not do it on
+                # leasing; a run that ends in its first commit gets its final status instead).
                 journal.stage([Step("", {"kind": "started"})], [ev.Event(ev.WORKFLOW_STARTED, {
                     "inputs": spec.get("inputs") or {}, "canvas_id": record.canvas_id, "revision_id": record.revision_id,
-                    "resumed": bool(spec.get("resume_from")), "query": spec.get("query", "")})])
+                    "resumed": bool(spec.get("resume_from")), "query": spec.get("query", "")})],
+                    status=RunStatus.RUNNING)
             outcome = await self._execute(execution, cancel, lost)
             if outcome is None:
                 return None
             if before_finish is not None:  # e.g. free the admission slot before clients can see the end
                 await before_finish()
-            return await self._finish(record, execution, journal, *outcome)
+            return await self._finish(record, execution, journal, *outcome, cancel=cancel)
         except JournalFailed as failed:
             logger.warning("run %s: stopping, journal unavailable (%s)", record.id, failed.cause.message)
             return None
@@ -194,7 +204,8 @@ class RunLoop:
         raise exc
 
     async def _finish(self, record: RunRecord, execution: Execution, journal: Journal, status: RunStatus,
-                      error: RunError | None, pauses: list[tuple[str, dict[str, Any]]]) -> RunStatus:
+                      error: RunError | None, pauses: list[tuple[str, dict[str, Any]]],
+                      cancel: asyncio.Event | None = None) -> RunStatus:
         state = execution.state
         answer = "\n\n".join(a for a in state.answers if a)
         last = execution.last_node
@@ -219,6 +230,14 @@ class RunLoop:
             await journal.flush()
             await self._update_session(record, state, answer, status, pauses)
         await journal.commit([], events, status=status, outputs=outputs, error=error, usage=state.usage)
+        if status == RunStatus.PAUSED and cancel is not None and cancel.is_set():
+            # The pausing commit's reply says a cancel was requested meanwhile: a paused run that was
+            # cancelled is never resumed, so end it now, while it is still leased here.
+            cancelled = RunError("CANCELLED", "the run was cancelled while paused")
+            await journal.commit([], [ev.Event(ev.WORKFLOW_FINISHED, {**finished, "status": int(RunStatus.CANCELLED),
+                                                                      "error": cancelled.to_dict()})],
+                                 status=RunStatus.CANCELLED, error=cancelled)
+            return RunStatus.CANCELLED
         if status == RunStatus.PAUSED:
             # A final run (succeeded, failed, cancelled) is never leased or written again, so its
             # lease needs no release (one store call less per run); a paused one is handed back.

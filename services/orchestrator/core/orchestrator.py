@@ -22,14 +22,17 @@ from services.orchestrator.core.context import Services
 from services.orchestrator.core.dsl.loader import LoadResult
 from services.orchestrator.core.dsl.model import CanvasSpec
 from services.orchestrator.core.dsl.validate import check_mcp_servers, load_for_run, validate
-from services.orchestrator.core.events import Event
+from services.orchestrator.core.events import WORKFLOW_FINISHED, Event
 from services.orchestrator.core.feed import RunFeed
 from services.orchestrator.core.loop import LoopSettings, RunLoop
-from services.orchestrator.core.ports import RunRecord, RunStatus, RunStore, acting_as
+from services.orchestrator.core.ports import RunError, RunRecord, RunStatus, RunStore, acting_as
 
 logger = logging.getLogger(__name__)
 
 MAX_TEXT_FILE_BYTES = 2 * 1024 * 1024
+# Attempts to lease a paused run that is being cancelled while its holder still hands its lease back
+# (backoff 50 ms doubling: about 1.5 s in all).
+_CANCEL_LEASE_ATTEMPTS = 5
 
 
 @dataclass
@@ -181,6 +184,15 @@ class Orchestrator:
                                        reason="TURN_IN_PROGRESS", metadata={"run_id": paused})
                 if previous.status != RunStatus.PAUSED:
                     previous = None
+        if previous is not None and previous.status == RunStatus.PAUSED and previous.cancel_requested:
+            # Cancelled while paused (its end may not be written yet if that CancelRun lost a race):
+            # it is never resumed. A session's next message then starts afresh, as after any end.
+            previous = await self._end_paused(previous)
+            if not request.resume_run_id:
+                previous = None
+            elif previous.status == RunStatus.PAUSED:
+                raise FailedPreconditionError(f"run {previous.id} was cancelled: it cannot be resumed",
+                                              reason="NOT_PAUSED", metadata={"run_id": previous.id})
         if previous is not None and previous.status != RunStatus.PAUSED:
             raise FailedPreconditionError(
                 f"run {previous.id} is {previous.status.name}, not PAUSED: only a paused run can be resumed",
@@ -314,7 +326,56 @@ class Orchestrator:
         local = self._cancels.get(run_id)
         if local is not None:
             local.set()  # executed here: stop now; elsewhere the owner learns it from its heartbeat
+        if record.status == RunStatus.PAUSED:
+            # Nobody executes a paused run, so nobody would act on the flag: end it here.
+            record = await self._end_paused(record)
         return record
+
+    async def _end_paused(self, record: RunRecord) -> RunRecord:
+        """End a PAUSED run whose cancel was requested: lease it, append WorkflowFinished(CANCELLED)
+        after its pause and write the status, in one commit. Its resume is refused from the moment
+        the flag is set (start_run), so this only makes the end durable and visible. A lease still
+        held (the replica that paused it has not handed it back yet) is waited for a little; a run
+        left PAUSED with its flag set is still never resumed and is ended by the next attempt."""
+        for attempt in range(_CANCEL_LEASE_ATTEMPTS):
+            task = self._runs.get(record.id)
+            if task is not None:  # paused here a moment ago and still handing its lease back
+                await asyncio.gather(asyncio.shield(task), return_exceptions=True)
+            try:
+                lease = await self.store.acquire_lease(record.id, self.settings.holder, self.settings.lease_ttl_ms)
+                break
+            except FailedPreconditionError:
+                return await self.store.get_run(record.id)  # it already ended
+            except AbortedError as exc:
+                if exc.reason == "RUN_ENDED":
+                    return await self.store.get_run(record.id)
+                await asyncio.sleep(0.05 * 2 ** attempt)  # held: its holder releases it after the pause
+        else:
+            logger.warning("run %s: cancelled while paused, but its lease is held; it stays PAUSED (never resumed)",
+                           record.id)
+            return await self.store.get_run(record.id)
+        current = await self.store.get_run(record.id)
+        if current.status != RunStatus.PAUSED:  # not expected: the lease fences every writer out
+            await self._release_quietly(record.id, lease.token)
+            return current
+        error = RunError("CANCELLED", "the run was cancelled while paused")
+        finished = {"status": int(RunStatus.CANCELLED), "outputs": current.outputs, "usage": current.usage.to_dict(),
+                    "elapsed_ms": max(0, int(time.time() * 1000) - current.create_time_ms) if current.create_time_ms else 0,
+                    "error": error.to_dict()}
+        try:
+            await self.store.commit(record.id, lease.token, [], [Event(WORKFLOW_FINISHED, finished)],
+                                    status=RunStatus.CANCELLED, error=error)
+        except (AbortedError, FailedPreconditionError) as exc:
+            logger.info("run %s: not ended as cancelled: %s", record.id, exc.message)
+        else:
+            telemetry.RUNS_FINISHED.labels(RunStatus.CANCELLED.name).inc()
+        return await self.store.get_run(record.id)
+
+    async def _release_quietly(self, run_id: str, token: int) -> None:
+        try:
+            await self.store.release_lease(run_id, token)
+        except AgentCanvasError as exc:
+            logger.info("run %s: could not release the lease: %s", run_id, exc.message)
 
     async def get_run(self, run_id: str) -> RunRecord:
         return await self.store.get_run(run_id)

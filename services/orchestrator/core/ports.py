@@ -33,7 +33,14 @@ class RunStatus(IntEnum):
 
     @property
     def terminal(self) -> bool:
+        """The run's stream ends (PAUSED included: it waits for user input)."""
         return self in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.PAUSED)
+
+    @property
+    def final(self) -> bool:
+        """Never written again (as the store's is_final): a PAUSED run may still be leased and written,
+        e.g. to cancel it."""
+        return self in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
 
 
 @dataclass

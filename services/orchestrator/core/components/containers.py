@@ -17,6 +17,24 @@ from services.orchestrator.core.errors import NodeError
 from services.orchestrator.core.refs import parse_expr
 
 DEFAULT_MAX_LOOPS = 10
+# A Loop runs its body at most this many times: a larger maximum_loop_count (a typo, or a loop meant to
+# run "forever") is refused at validation, naming the node, instead of running for hours.
+MAX_LOOP_COUNT = 1000
+
+
+def loop_count(value: Any) -> int | None:
+    """maximum_loop_count as a count (0 = the default), or None when it is not a whole number >= 0."""
+    if value is None or value == "":
+        return 0
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and value >= 0 else None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
 
 
 @register
@@ -78,6 +96,12 @@ class Loop(Component):
                 problems.append((f"loop_variables[{i}]", "Loop Variable is not complete."))
         if str(params.get("logical_operator", "and")).lower() not in ("and", "or"):
             problems.append(("logical_operator", "must be 'and' or 'or'"))
+        count = loop_count(params.get("maximum_loop_count"))
+        if count is None:
+            problems.append(("maximum_loop_count", f"must be a whole number from 0 to {MAX_LOOP_COUNT}, "
+                                                   f"got {params.get('maximum_loop_count')!r}"))
+        elif count > MAX_LOOP_COUNT:
+            problems.append(("maximum_loop_count", f"is {count}; at most {MAX_LOOP_COUNT} passes are allowed"))
         return problems
 
     async def invoke(self, ctx) -> Outcome:
@@ -85,7 +109,7 @@ class Loop(Component):
             value = ctx.resolve(var.get("value")) if var.get("input_mode") == "variable" else var.get("value")
             ctx.write(f"{self.id}@{var['variable']}", value)
         # §7 item 5: RAGFlow's default of 0 means "never runs"; 0 or missing means the UI default.
-        maximum = int(self.param("maximum_loop_count", 0) or 0) or DEFAULT_MAX_LOOPS
+        maximum = min(loop_count(self.param("maximum_loop_count", 0)) or DEFAULT_MAX_LOOPS, MAX_LOOP_COUNT)
         conditions = self.param("loop_termination_condition", []) or []
         any_of = str(self.param("logical_operator", "and")).lower() == "or"
         index = 0

@@ -35,9 +35,16 @@ def known(type_name: str) -> bool:
     return get(type_name) is not None or type_name in KNOWN_UNIMPLEMENTED
 
 
+_loaded = False
+
+
 def _load_all() -> None:
-    if _REGISTRY:
+    # A flag, not "is the registry empty": importing one component module first (a test importing
+    # containers, say) registers its classes, and the others must still be loaded.
+    global _loaded
+    if _loaded:
         return
+    _loaded = True
     # Importing the modules registers their classes.
     from services.orchestrator.core.components import (  # noqa: F401
         agent, begin, categorize, containers, data_operations, doc_generator, excel_processor, invoke, list_operations, llm,

@@ -109,9 +109,26 @@ def _check_refs(canvas: CanvasSpec, node_id: str, problems: list[CanvasProblem],
             elif ref.root == "env":
                 if ".".join((ref.root, *ref.path[:1])) not in canvas.globals:
                     problems.append(CanvasProblem(node_id, f"params.{key}", "DANGLING_REFERENCE", f"unknown variable '{ref.expr}'"))
-            elif ref.root != "sys" and ref.root not in canvas.nodes and ref.root.lower() not in lowered:
+            elif ref.root == "sys":
+                if not _known_sys(canvas, ref.path):
+                    problems.append(CanvasProblem(node_id, f"params.{key}", "DANGLING_REFERENCE",
+                                                  f"unknown system variable '{ref.expr}' (known: "
+                                                  + ", ".join(sorted(_sys_names(canvas))) + ")"))
+            elif ref.root not in canvas.nodes and ref.root.lower() not in lowered:
                 problems.append(CanvasProblem(node_id, f"params.{key}", "DANGLING_REFERENCE",
                                               f"'{ref.expr}' references unknown component '{ref.root}'"))
+
+
+def _sys_names(canvas: CanvasSpec) -> set[str]:
+    """sys.* globals a reference may name: the spec's (back-filled by the loader, so in every canvas's
+    globals), the runtime-only ones, and any sys.* key the DSL's own globals declare."""
+    return {k for k in canvas.globals if k.startswith("sys.")} | set(_RUNTIME_GLOBALS)
+
+
+def _known_sys(canvas: CanvasSpec, path: tuple[str, ...]) -> bool:
+    # The resolver takes the longest dotted prefix that is a key ("sys.files" + "0"), so does this.
+    names = _sys_names(canvas)
+    return any(".".join(("sys", *path[:i])) in names for i in range(1, len(path) + 1))
 
 
 def _check_reachability(canvas: CanvasSpec, problems: list[CanvasProblem]) -> None:
