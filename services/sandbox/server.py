@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 import grpc
 from agentcanvas.v1 import sandbox_pb2, sandbox_pb2_grpc
 
+from services.common.errors import InvalidArgumentError
 from services.common.structs import from_struct, to_value
 from services.sandbox.core.models import (
     ArtifactFile,
@@ -38,6 +39,15 @@ _REASONS = {
     ExitReason.OUTPUT_LIMIT: sandbox_pb2.EXIT_REASON_OUTPUT_LIMIT,
     ExitReason.KILLED: sandbox_pb2.EXIT_REASON_KILLED,
 }
+
+
+def _mode(value: int) -> ExecMode:
+    """The request's mode; a value this server does not know is INVALID_ARGUMENT, never a silent default."""
+    mode = _MODES.get(value)
+    if mode is None:
+        known = ", ".join(sandbox_pb2.ExecMode.Name(v) for v in sorted(_MODES))
+        raise InvalidArgumentError.for_field("mode", f"unknown execution mode {value}; expected one of {known}")
+    return mode
 
 
 def _limits(message: sandbox_pb2.ResourceLimits) -> Limits:
@@ -74,8 +84,8 @@ class SandboxServicer(sandbox_pb2_grpc.SandboxServicer):
 
     async def Execute(self, request: sandbox_pb2.ExecuteRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[sandbox_pb2.ExecEvent]:
         job = self._sandbox.prepare(
-            language=request.language, code=request.code, arguments=from_struct(request.arguments),
-            mode=_MODES.get(request.mode, ExecMode.AUTO), limits=_limits(request.limits), request_id=request.request_id,
+            language=request.language, code=request.code, arguments=from_struct(request.arguments, field="arguments"),
+            mode=_mode(request.mode), limits=_limits(request.limits), request_id=request.request_id,
         )
         events = self._sandbox.execute(job)
         try:

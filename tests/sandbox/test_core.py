@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -12,6 +13,7 @@ from services.sandbox.core.artifacts import acceptable_name, mime_type
 from services.sandbox.core.models import Collected, ExitReason, JobSpec, ExecMode, Limits, RawExit, canonical_language
 from services.sandbox.core.settings import CAP_LIMITS, DEFAULT_LIMITS, FLOOR_LIMITS, SandboxSettings
 from services.sandbox.core.static_checks import findings
+from services.sandbox.core.status import parse_status
 from services.sandbox.core.supervisor import _JobState, classify
 
 
@@ -52,17 +54,19 @@ def _job() -> JobSpec:
 
 
 @pytest.mark.parametrize("raw,state,oom,status,reason", [
-    (RawExit(0), _JobState(), False, None, ExitReason.OK),
-    (RawExit(1), _JobState(), False, {"error": {"type": "ValueError", "message": "x"}}, ExitReason.ERROR),
+    (RawExit(0), _JobState(), False, {"ok": True}, ExitReason.OK),
+    (RawExit(0), _JobState(), False, None, ExitReason.ERROR),  # exit 0 but the runner left no status record
+    (RawExit(1), _JobState(), False, {"ok": False, "error": {"type": "ValueError", "message": "x"}}, ExitReason.ERROR),
     (RawExit(-9, 9), _JobState(timed_out=True), False, None, ExitReason.TIMEOUT),
     (RawExit(-9, 9), _JobState(output_limited=True, timed_out=True), False, None, ExitReason.OUTPUT_LIMIT),
     (RawExit(137, 9), _JobState(), True, None, ExitReason.MEMORY),
     (RawExit(152, 24), _JobState(), False, None, ExitReason.TIMEOUT),
-    (RawExit(1), _JobState(), False, {"error": {"type": "_ArrayMemoryError", "memory": True}}, ExitReason.MEMORY),
+    (RawExit(1), _JobState(), False, {"ok": False, "error": {"type": "_ArrayMemoryError", "memory": True}}, ExitReason.MEMORY),
     (RawExit(137, 9), _JobState(), False, None, ExitReason.KILLED),
 ])
 def test_classification_uses_facts_in_priority_order(raw, state, oom, status, reason):
-    assert classify(raw, state, oom, Collected(status=status), _job())[0] is reason
+    parsed = parse_status(json.dumps(status).encode() if status is not None else None)
+    assert classify(raw, state, oom, Collected(status=parsed), _job())[0] is reason
 
 
 def test_settings_parse_and_reject_unknown_keys():

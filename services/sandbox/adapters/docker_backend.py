@@ -37,6 +37,7 @@ from services.sandbox.adapters.seccomp import docker_profile
 from services.sandbox.core.artifacts import OUTPUT_DIR_NAME, acceptable_name, mime_type
 from services.sandbox.core.models import LANGUAGE_ALIASES, ArtifactFile, Collected, JobSpec, Limits, RawExit, RuntimeInfo
 from services.sandbox.core.settings import SandboxSettings
+from services.sandbox.core.status import MAX_STATUS_BYTES, parse_status
 
 logger = logging.getLogger(__name__)
 
@@ -47,8 +48,8 @@ RUNNER_SOURCE = Path(__file__).parent / "runner"
 CONTROL_DIR = "/work/.sbx"
 JOB_DIR = "/work/job"
 PYTHON_PATH_MOUNT = "/opt/agentcanvas/python"
-MAX_STATUS_BYTES = 16 << 20
 KILL_EXEC_TIMEOUT_S = 5.0
+ARCHIVE_CHUNK = 1 << 20
 DOCKER_API_ERRORS = (docker.errors.DockerException, OSError)
 
 
@@ -373,12 +374,16 @@ class DockerBackend:
         return 0
 
     def collect(self, container_id: str, max_artifacts: int, max_artifact_bytes: int) -> Collected:
-        status = None
-        with contextlib.suppress(*DOCKER_API_ERRORS, tarfile.TarError, ValueError):
+        raw: bytes | None = None
+        size: int | None = None
+        try:
             files = self._archive_files(container_id, f"{CONTROL_DIR}/status.json", MAX_STATUS_BYTES)
-            if files:
-                parsed = json.loads(next(iter(files.values()))[1])
-                status = parsed if isinstance(parsed, dict) else None
+        except (*DOCKER_API_ERRORS, tarfile.TarError) as exc:
+            logger.warning("status record of %s not readable: %r", container_id[:12], exc)
+            files = {}
+        if "status.json" in files:
+            size, raw = files["status.json"]
+        status = parse_status(raw, size=size)
         artifacts: list[ArtifactFile] = []
         with contextlib.suppress(*DOCKER_API_ERRORS, tarfile.TarError):
             files = self._archive_files(container_id, f"{JOB_DIR}/{OUTPUT_DIR_NAME}", max_artifact_bytes)
@@ -395,24 +400,27 @@ class DockerBackend:
         return Collected(status=status, artifacts=artifacts)
 
     def _archive_files(self, container_id: str, path: str, max_bytes: int) -> dict[str, tuple[int, bytes]]:
-        """Regular files directly under `path` (or `path` itself): name -> (size, content up to max_bytes)."""
+        """Regular files directly under `path` (or `path` itself): name -> (size from the tar header, content).
+        Content is the whole file when it is at most max_bytes, else its first max_bytes + 1 bytes (so a
+        caller sees that it is over). The archive is read as a stream: memory stays bounded by max_bytes,
+        not by what the job wrote."""
         try:
-            stream, _ = self.api.get_archive(container_id, path)
+            stream, _ = self.api.get_archive(container_id, path, chunk_size=ARCHIVE_CHUNK)
         except docker.errors.NotFound:
             return {}
-        raw = io.BytesIO()
-        for chunk in stream:
-            raw.write(chunk)
-        raw.seek(0)
         found: dict[str, tuple[int, bytes]] = {}
-        with tarfile.open(fileobj=raw, mode="r:") as archive:
-            for member in archive:
-                parts = member.name.strip("/").split("/")
-                if not member.isreg() or len(parts) > 2:
-                    continue  # symlinks, devices, nested directories: never followed, never returned
-                handle = archive.extractfile(member)
-                content = handle.read(max_bytes + 1)[: max_bytes + 1] if handle else b""
-                found[parts[-1]] = (member.size, content if member.size <= max_bytes else content[:16])
+        try:
+            with tarfile.open(fileobj=io.BufferedReader(_ChunkReader(stream), ARCHIVE_CHUNK), mode="r|") as archive:
+                for member in archive:
+                    parts = member.name.strip("/").split("/")
+                    if not member.isreg() or len(parts) > 2:
+                        continue  # symlinks, devices, nested directories: never followed, never returned
+                    handle = archive.extractfile(member)
+                    found[parts[-1]] = (member.size, _read_up_to(handle, max_bytes + 1) if handle else b"")
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
         return found
 
     # ---- jobs ------------------------------------------------------------------------------------
@@ -430,7 +438,7 @@ class DockerBackend:
                 "code": job.code, "arguments": job.arguments, "mode": job.mode.value,
                 "limits": {"cpu_time_ms": job.limits.cpu_time_ms, "file_size_bytes": job.limits.file_size_bytes,
                            "open_files": job.limits.open_files},
-                "output_dir": OUTPUT_DIR_NAME,
+                "output_dir": OUTPUT_DIR_NAME, "max_status_bytes": MAX_STATUS_BYTES,
             }).encode()
             archive = _tar([(".sbx", None, 0o700), ("job", None, 0o700), (".sbx/job.json", payload, 0o600),
                             *[(f".sbx/{name}", data, 0o600) for name, data in self._runner_files.items()]])
@@ -492,6 +500,41 @@ class DockerBackend:
         while True:
             await asyncio.sleep(self.settings.reap_interval_s)
             await self.reap()
+
+
+class _ChunkReader(io.RawIOBase):
+    """A readable file over an iterator of byte chunks (the engine's archive stream)."""
+
+    def __init__(self, chunks: Any) -> None:
+        self._chunks = iter(chunks)
+        self._pending = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._pending:
+            try:
+                self._pending = next(self._chunks)
+            except StopIteration:
+                return 0
+        count = min(len(buffer), len(self._pending))
+        buffer[:count] = self._pending[:count]
+        self._pending = self._pending[count:]
+        return count
+
+
+def _read_up_to(handle: Any, limit: int) -> bytes:
+    """Reads until EOF or `limit` bytes, in pieces: one read of a stream may return less than asked."""
+    chunks: list[bytes] = []
+    total = 0
+    while total < limit:
+        chunk = handle.read(min(ARCHIVE_CHUNK, limit - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)
 
 
 def _pid_alive(pid: int) -> bool:

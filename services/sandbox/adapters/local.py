@@ -38,6 +38,7 @@ from services.sandbox.adapters.seccomp import build_filter_bpf
 from services.sandbox.core.artifacts import OUTPUT_DIR_NAME
 from services.sandbox.core.models import Collected, JobSpec, Limits, RawExit, RuntimeInfo, LANGUAGE_ALIASES
 from services.sandbox.core.settings import SandboxSettings
+from services.sandbox.core.status import MAX_STATUS_BYTES, parse_status
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +46,6 @@ SANDBOX_UID = 65534
 RUNNER_SOURCE = Path(__file__).parent / "runner"
 RUNNER_MOUNT = "/opt/agentcanvas/runner"
 PYTHON_PATH_MOUNT = "/opt/agentcanvas/python"
-MAX_STATUS_BYTES = 16 << 20
 READY = b"READY\n"
 SPAWN_TIMEOUT_S = 60.0
 READ_CHUNK = 1 << 16
@@ -134,12 +134,8 @@ class LocalRunningJob:
         return self.worker.cgroup.oom_kills() > 0
 
     async def collect(self, max_artifacts: int, max_artifact_bytes: int) -> Collected:
-        status = None
-        if self.status_task is not None:
-            raw = await self.status_task
-            with contextlib.suppress(ValueError):
-                parsed = json.loads(raw) if raw else None
-                status = parsed if isinstance(parsed, dict) else None
+        raw = await self.status_task if self.status_task is not None else None
+        status = parse_status(raw)
         artifacts = await asyncio.to_thread(
             read_output_dir, self.worker.directory / OUTPUT_DIR_NAME, max_artifacts, max_artifact_bytes
         )
@@ -402,7 +398,7 @@ class LocalBackend:
                 "code": job.code, "arguments": job.arguments, "mode": job.mode.value,
                 "limits": {"cpu_time_ms": job.limits.cpu_time_ms, "file_size_bytes": job.limits.file_size_bytes,
                            "open_files": job.limits.open_files},
-                "output_dir": OUTPUT_DIR_NAME,
+                "output_dir": OUTPUT_DIR_NAME, "max_status_bytes": MAX_STATUS_BYTES,
             }).encode()
             stdin = worker.process.stdin
             assert stdin is not None
@@ -480,12 +476,16 @@ class StatusChannel:
             raise OSError("unexpected first bytes on the status channel")
 
     async def read_rest(self) -> bytes:
-        """Everything up to EOF (all writers gone) or the cap."""
+        """Everything up to EOF (all writers gone), keeping at most MAX_STATUS_BYTES + 1 bytes: past that
+        the rest is read and dropped, so a writer never blocks on a full pipe, and parse_status sees
+        that the record is over the limit."""
         chunks: list[bytes] = []
         total = 0
-        while total < MAX_STATUS_BYTES and (chunk := await self._reader.read(READ_CHUNK)):
-            chunks.append(chunk)
-            total += len(chunk)
+        while chunk := await self._reader.read(READ_CHUNK):
+            room = MAX_STATUS_BYTES + 1 - total
+            if room > 0:
+                chunks.append(chunk[:room])
+                total += min(len(chunk), room)
         return b"".join(chunks)
 
     def close(self) -> None:

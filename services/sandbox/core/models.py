@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from services.common.errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from services.sandbox.core.status import RunnerStatus, StatusProblem
 
 LANGUAGE_ALIASES: dict[str, tuple[str, ...]] = {"python": ("python3",), "nodejs": ("javascript", "node", "js")}
 
@@ -138,6 +141,6 @@ class RawExit:
 class Collected:
     """What the job left behind, read only after every job process is dead."""
 
-    status: dict[str, Any] | None = None
-    """The runner's status record: {"ok": bool, "result": <json text>|absent, "error": {...}}."""
+    status: "RunnerStatus | StatusProblem | None" = None
+    """The runner's status record as `core.status.parse_status` read it (None: not read, i.e. missing)."""
     artifacts: list[ArtifactFile] = field(default_factory=list)

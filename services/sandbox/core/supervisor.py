@@ -7,7 +7,6 @@ job process is dead, and always cleans up, also when the caller goes away mid-ru
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import signal
 import time
@@ -26,6 +25,7 @@ from services.sandbox.core.models import (
     Started,
 )
 from services.sandbox.core.ports import RunningJob, SandboxBackend
+from services.sandbox.core.status import MISSING, RunnerStatus, StatusProblem
 
 logger = logging.getLogger(__name__)
 
@@ -64,9 +64,12 @@ async def _watchdog(running: RunningJob, seconds: float, state: _JobState) -> No
 
 
 def classify(raw: RawExit, state: _JobState, oom: bool, collected: Collected, job: JobSpec) -> tuple[ExitReason, str]:
-    """Reason and message, most specific fact first."""
-    status = collected.status or {}
-    error = status.get("error") if isinstance(status.get("error"), dict) else None
+    """Reason and message, most specific fact first. The status record ranks below every fact the
+    supervisor owns (output counter, timers, OOM counter, signals): an oversized record is OUTPUT_LIMIT,
+    a missing or unreadable one turns an exit 0 into ERROR."""
+    status = collected.status if collected.status is not None else MISSING
+    problem = status if isinstance(status, StatusProblem) else None
+    error = status.error if isinstance(status, RunnerStatus) else None
     limits = job.limits
     if state.output_limited:
         return ExitReason.OUTPUT_LIMIT, f"output exceeded {limits.output_bytes} bytes; the job was stopped"
@@ -80,10 +83,16 @@ def classify(raw: RawExit, state: _JobState, oom: bool, collected: Collected, jo
         return ExitReason.MEMORY, "MemoryError: the job could not allocate memory"
     if raw.signal:
         return ExitReason.KILLED, f"killed by signal {raw.signal} ({_signal_name(raw.signal)})"
+    if problem is not None and problem.kind == "too_large":
+        return ExitReason.OUTPUT_LIMIT, problem.message
     if raw.code == 0:
+        if problem is not None:
+            return ExitReason.ERROR, problem.message
         return ExitReason.OK, ""
     if error:
         return ExitReason.ERROR, f"{error.get('type', 'Error')}: {error.get('message', '')}"[:2000]
+    if problem is not None and problem.kind == "invalid":
+        return ExitReason.ERROR, f"exited with code {raw.code}; {problem.message}"
     return ExitReason.ERROR, f"exited with code {raw.code}"
 
 
@@ -95,15 +104,10 @@ def _signal_name(number: int) -> str:
 
 
 def _result_event(collected: Collected) -> Result | None:
-    status = collected.status or {}
-    text = status.get("result")
-    if not isinstance(text, str):
-        return None
-    try:
-        json.loads(text)
-    except ValueError:
-        return None
-    return Result(text)
+    status = collected.status
+    if isinstance(status, RunnerStatus) and status.result is not None:
+        return Result(status.result)  # parse_status checked that it is JSON text
+    return None
 
 
 async def supervise(

@@ -39,21 +39,63 @@ function readJob(spec) {
   return job;
 }
 
+const DEFAULT_MAX_STATUS_BYTES = 16 << 20;
+
+function tooLarge(size, limit) {
+  return Buffer.from(JSON.stringify({ ok: false, error: {
+    type: 'StatusTooLarge', size, limit,
+    message: `main()'s return value makes a status record of ${size} bytes; the limit is ${limit}`,
+  } }));
+}
+
+// Writes the one status record. A record over the limit (the host's MAX_STATUS_BYTES, and on a file
+// channel also the job's file-size limit, which Node cannot exceed without dying of SIGXFSZ) is replaced
+// by a small StatusTooLarge record, a record that cannot be written by a StatusWriteError one; either
+// way the process then exits 1.
 function statusWriter(spec) {
   const [kind, where] = [spec.slice(0, spec.indexOf(':')), spec.slice(spec.indexOf(':') + 1)];
-  const fd = kind === 'fd' ? Number(where) : fs.openSync(where, 'w', 0o600);
-  if (kind === 'fd') fs.writeSync(fd, 'READY\n');  // the pool's signal that this runtime is up and waiting
+  const isFile = kind !== 'fd';
+  const fd = isFile ? fs.openSync(where, 'w', 0o600) : Number(where);
+  if (!isFile) fs.writeSync(fd, 'READY\n');  // the pool's signal that this runtime is up and waiting
   let written = false;
-  return (record) => {
+  let limit = DEFAULT_MAX_STATUS_BYTES;
+  const writeAll = (buffer) => {
+    let offset = 0;
+    while (offset < buffer.length) offset += fs.writeSync(fd, buffer, offset, buffer.length - offset);
+  };
+  const write = (record) => {
     if (written) return;
     written = true;
+    let data = Buffer.from(JSON.stringify(record));
+    if (data.length > limit) {
+      data = tooLarge(data.length, limit);
+      process.exitCode = 1;
+    }
     try {
-      fs.writeSync(fd, JSON.stringify(record));
-      fs.closeSync(fd);
+      writeAll(data);
     } catch (err) {
-      // the job closed the channel itself; nothing to report
+      process.exitCode = 1;
+      try {
+        if (isFile) fs.ftruncateSync(fd, 0);
+        const replacement = Buffer.from(JSON.stringify({ ok: false, error: {
+          type: 'StatusWriteError', message: `could not write the status record: ${err.message}` } }));
+        if (isFile) fs.writeSync(fd, replacement, 0, replacement.length, 0);
+        else writeAll(replacement);
+      } catch (ignored) {
+        // the job closed the channel itself; nothing to report
+      }
+    }
+    try {
+      fs.closeSync(fd);
+    } catch (ignored) {
+      // already closed by the job
     }
   };
+  write.configure = (job) => {
+    limit = Number(job.max_status_bytes) || DEFAULT_MAX_STATUS_BYTES;
+    if (isFile) limit = Math.min(limit, Number(job.limits.file_size_bytes));
+  };
+  return write;
 }
 
 function errorRecord(err) {
@@ -71,6 +113,7 @@ function main() {
   const options = parseArgv(process.argv.slice(2));
   const writeStatus = statusWriter(options.status);
   const job = readJob(options.job);
+  writeStatus.configure(job);
   fs.mkdirSync(job.output_dir || 'artifacts', { recursive: true });
   const mode = job.mode || 'auto';
   const filename = process.cwd() + '/main.js';

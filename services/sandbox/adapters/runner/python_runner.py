@@ -7,6 +7,7 @@ fd or a file), never in-band on stdout. It runs exactly one job, then exits.
 argv: --job (fd:N | file:PATH) --status (fd:N | file:PATH) [--path DIR ...]
 """
 
+import errno
 import json
 import os
 import resource
@@ -47,25 +48,74 @@ def _read_job(spec):
     return job
 
 
-def _status_writer(spec):
-    kind, _, where = spec.partition(":")
-    if kind == "fd":
-        fd = int(where)
-        os.write(fd, b"READY\n")  # the pool's signal that this interpreter is up and waiting
-    else:
-        fd = os.open(where, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.set_inheritable(fd, False)  # children of the job do not get the channel
+DEFAULT_MAX_STATUS_BYTES = 16 << 20
 
-    def write(record):
+
+class _StatusWriter:
+    """Writes the one status record. A record over `limit` (the host's MAX_STATUS_BYTES, and on a file
+    channel also the job's file-size limit) is replaced by a small StatusTooLarge record; a record that
+    cannot be written (e.g. a full disk) by a StatusWriteError one. write() returns False whenever the
+    record was replaced: the runner then exits 1."""
+
+    def __init__(self, spec):
+        kind, _, where = spec.partition(":")
+        self.is_file = kind != "fd"
+        if self.is_file:
+            self.fd = os.open(where, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        else:
+            self.fd = int(where)
+            os.write(self.fd, b"READY\n")  # the pool's signal that this interpreter is up and waiting
+        os.set_inheritable(self.fd, False)  # children of the job do not get the channel
+        self.limit = DEFAULT_MAX_STATUS_BYTES
+        self.done = False
+
+    def configure(self, job):
+        limit = int(job.get("max_status_bytes") or DEFAULT_MAX_STATUS_BYTES)
+        if self.is_file:
+            limit = min(limit, int(job["limits"]["file_size_bytes"]))
+        self.limit = limit
+
+    def __call__(self, record):
+        if self.done:
+            return True
+        self.done = True
+        delivered = True
         data = json.dumps(record).encode()
+        if len(data) > self.limit:
+            data = self._too_large(len(data), self.limit)
+            delivered = False
         try:
-            while data:
-                data = data[os.write(fd, data):]
-            os.close(fd)
+            self._write_all(data)
+        except OSError as exc:
+            delivered = False
+            if exc.errno == errno.EFBIG:
+                replacement = self._too_large(len(data), resource.getrlimit(resource.RLIMIT_FSIZE)[0])
+            else:
+                replacement = json.dumps({"ok": False, "error": {
+                    "type": "StatusWriteError", "message": "could not write the status record: %s" % exc}}).encode()
+            try:
+                if self.is_file:
+                    os.ftruncate(self.fd, 0)
+                    os.lseek(self.fd, 0, os.SEEK_SET)
+                self._write_all(replacement)
+            except OSError:
+                pass
+        try:
+            os.close(self.fd)
         except OSError:
             pass
+        return delivered
 
-    return write
+    def _write_all(self, data):
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view):]
+
+    @staticmethod
+    def _too_large(size, limit):
+        return json.dumps({"ok": False, "error": {
+            "type": "StatusTooLarge", "size": size, "limit": limit,
+            "message": "main()'s return value makes a status record of %d bytes; the limit is %d" % (size, limit)}}).encode()
 
 
 def _apply_limits(limits):
@@ -110,8 +160,9 @@ def _plain(value):
 
 def main():
     options = _parse_argv(sys.argv[1:])
-    write_status = _status_writer(options["status"])
+    write_status = _StatusWriter(options["status"])
     job = _read_job(options["job"])
+    write_status.configure(job)
     devnull = os.open("/dev/null", os.O_RDONLY)
     if devnull != 0:
         os.dup2(devnull, 0)  # code that reads stdin gets EOF
@@ -144,7 +195,9 @@ def main():
         write_status({"ok": False, "error": error})
         sys.exit(1)
     sys.stdout.flush()
-    write_status(record)
+    if not write_status(record):
+        sys.stderr.flush()
+        os._exit(1)  # the record was replaced by an error record: not a success
     _finish()
 
 
