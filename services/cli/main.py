@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(serve)
     serve.add_argument("service", choices=["store", "orchestrator", "gateway", "sandbox"])
     serve.add_argument("--port", type=int, help="listen port (default: $PORT, then the config)")
-    serve.add_argument("--host", default="0.0.0.0")
+    serve.add_argument("--host", help="listen address (default: $AGENT_CANVAS_LISTEN_HOST, then 0.0.0.0)")
 
     run = commands.add_parser("run", help="run a canvas and stream its events")
     _common(run)

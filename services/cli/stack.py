@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from services.common.auth import client_token
-from services.common.bootstrap import RunningServer, start_server
+from services.common.bootstrap import LISTEN_HOST_ENV, RunningServer, start_server
 from services.common.clients import create_channel
 from services.common.errors import UnavailableError
 from services.common.health import is_serving, wait_until_serving
@@ -139,6 +139,7 @@ def spawn_processes(config: Config, services: Iterable[str] = SERVICES, *, confi
         }
     )
     env.pop("PORT", None)
+    env.setdefault(LISTEN_HOST_ENV, "127.0.0.1")  # a local stack: not reachable from the network unless asked
     for service in BOOT_ORDER:
         if service not in services:
             continue

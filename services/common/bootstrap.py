@@ -19,7 +19,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import grpc
@@ -141,8 +141,18 @@ async def start_server(
     return running
 
 
-def run_service(definition: ServiceDefinition, config: Config, *, host: str = "0.0.0.0", port: int | None = None) -> int:
+LISTEN_HOST_ENV = "AGENT_CANVAS_LISTEN_HOST"
+"""The interface a service process listens on when no host is given: all of them (0.0.0.0) by default, as
+a container needs; `agent-canvas up` sets 127.0.0.1 for its children so a laptop's stack is not on the LAN."""
+
+
+def listen_host(explicit: str | None, env: Mapping[str, str] = os.environ) -> str:
+    return explicit or env.get(LISTEN_HOST_ENV) or "0.0.0.0"
+
+
+def run_service(definition: ServiceDefinition, config: Config, *, host: str | None = None, port: int | None = None) -> int:
     """Run until SIGTERM/SIGINT, drain, and return the exit code (0 on a clean drain)."""
+    host = listen_host(host)
     log = config.section("log")
     structured_logging.configure(str(log.get("level", "INFO")), str(log.get("format", "json")))
     section_name = SECTION_BY_SERVICE[definition.name]

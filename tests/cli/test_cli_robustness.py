@@ -255,16 +255,38 @@ def gone(pids: set[int], limit_s: float) -> set[int]:
     return left
 
 
+LOOPBACK = {"0100007F", "0000000000000000FFFF00000100007F"}
+"""127.0.0.1 as /proc/net/tcp shows it, and as an IPv4-mapped address of a dual-stack socket in tcp6."""
+
+
+def listening_addresses(ports: set[int]) -> set[tuple[str, int]]:
+    """(local address as /proc/net shows it, port) of every listening TCP socket on one of `ports`."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, port = local.rsplit(":", 1)
+            if state == "0A" and int(port, 16) in ports:  # 0A: LISTEN
+                found.add((address, int(port, 16)))
+    return found
+
+
 @pytest.mark.slow
-def test_sigterm_stops_up_and_its_children(tmp_path):
+def test_up_listens_on_loopback_only_and_sigterm_stops_it_and_its_children(tmp_path):
     log = tmp_path / "stderr.log"
+    config = write_config(tmp_path)
     with log.open("wb") as sink:
-        process = cli(write_config(tmp_path), "up", stderr=sink)
+        process = cli(config, "up", stderr=sink)
     children: set[int] = set()
     try:
         wait_for_line(log, "press Ctrl-C to stop", process, 180)
         children = descendants(process.pid)
         assert len(children) >= 4  # the four services (and what they started)
+        ports = {int(line.rsplit(":", 1)[1]) for line in config.read_text().splitlines() if "127.0.0.1:" in line}
+        # Before, every service listened on all interfaces (00000000, or :: on a dual-stack socket).
+        listening = listening_addresses(ports)
+        assert {port for _, port in listening} == ports
+        assert {address for address, _ in listening} <= LOOPBACK, listening
         process.send_signal(signal.SIGTERM)
         code = process.wait(timeout=90)  # hung forever before
         assert code == 0, log.read_text(errors="replace")[-3000:]

@@ -11,7 +11,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from services.common import context, errors, status
 from services.common.auth import TokenAuthenticator
-from services.common.bootstrap import ServiceDefinition, start_server
+from services.common.bootstrap import LISTEN_HOST_ENV, ServiceDefinition, listen_host, start_server
 from services.common.context import Identity
 from services.common.settings import Config
 
@@ -158,3 +158,9 @@ async def test_stop_lets_an_open_stream_finish(probe_server):
 
 def test_identity_is_value_object():
     assert Identity("t", "u") == Identity("t", "u", "user")
+
+
+def test_listen_host_is_explicit_then_the_environment_then_every_interface():
+    assert listen_host("10.0.0.5", {LISTEN_HOST_ENV: "127.0.0.1"}) == "10.0.0.5"
+    assert listen_host(None, {LISTEN_HOST_ENV: "127.0.0.1"}) == "127.0.0.1"
+    assert listen_host(None, {}) == "0.0.0.0"
