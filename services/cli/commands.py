@@ -231,11 +231,15 @@ def knowledge_base(config: Config, args: argparse.Namespace) -> int:
     elif args.kb_command == "list":
         print(kb_cli.format_documents(kb_cli.list_documents(config, dataset=args.dataset)))
     else:
+        # Like canvas import: every id is tried, and an unknown one is bad input (exit 2, one error line).
         removed = set(kb_cli.remove(args.ids, config))
+        unknown = [document_id for document_id in dict.fromkeys(args.ids) if document_id not in removed]
         for document_id in args.ids:
             print(f"{document_id}\t{'removed' if document_id in removed else 'not found'}")
-        if len(removed) != len(set(args.ids)):
-            return 1
+        for document_id in unknown:
+            print(f"error: NOT_FOUND: {document_id}: no such document in the knowledge base", file=sys.stderr)
+        if unknown:
+            return 2
     return 0
 
 

@@ -17,11 +17,26 @@ def test_kb_add_list_remove(tmp_path, monkeypatch, capsys):
     assert main(["kb", "list"]) == 0
     assert document_id in capsys.readouterr().out
 
-    assert main(["kb", "remove", document_id, "f" * 32]) == 1
-    out = capsys.readouterr().out
-    assert f"{document_id}\tremoved" in out and f"{'f' * 32}\tnot found" in out
+    # An unknown id is bad input (exit 2, as for every CLI command): the known ones are still removed.
+    assert main(["kb", "remove", document_id, "f" * 32]) == 2
+    captured = capsys.readouterr()
+    assert f"{document_id}\tremoved" in captured.out and f"{'f' * 32}\tnot found" in captured.out
+    assert captured.err.strip() == f"error: NOT_FOUND: {'f' * 32}: no such document in the knowledge base"
     assert main(["kb", "list"]) == 0
     assert document_id not in capsys.readouterr().out
+    assert main(["kb", "remove", document_id]) == 2  # already gone
+    assert "NOT_FOUND" in capsys.readouterr().err
+
+
+def test_kb_remove_of_known_ids_exits_0(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("AGENT_CANVAS_DATA_DIR", str(tmp_path / "data"))
+    doc = tmp_path / "a.md"
+    doc.write_text("# A\n\nalpha\n")
+    assert main(["kb", "add", str(doc)]) == 0
+    document_id = capsys.readouterr().out.splitlines()[1].split()[0]
+    assert main(["kb", "remove", document_id]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == f"{document_id}\tremoved\n" and captured.err == ""
 
 
 def test_kb_add_of_a_missing_file_is_a_clear_error(tmp_path, monkeypatch, capsys):

@@ -14,10 +14,11 @@ from typing import Any
 
 from services.common.context import deadline_var, new_trace_id, token_var, trace_id_var
 from services.common.errors import (AbortedError, AgentCanvasError, FailedPreconditionError, InvalidArgumentError,
-                                    ResourceExhaustedError)
+                                    ResourceExhaustedError, ViolationCollector)
 from services.common.lru import LRU
 from services.orchestrator.core import sessions, telemetry
 from services.orchestrator.core.admission import Admission, InMemorySlots
+from services.orchestrator.core.components.begin import missing_required_inputs
 from services.orchestrator.core.context import Services
 from services.orchestrator.core.dsl.loader import LoadResult
 from services.orchestrator.core.dsl.model import CanvasSpec
@@ -85,6 +86,20 @@ def file_value(item: InputFileData) -> str:
     if len(item.content) > MAX_TEXT_FILE_BYTES:
         raise InvalidArgumentError.for_field("files", f"{item.name or 'file'} is larger than {MAX_TEXT_FILE_BYTES} bytes")
     return item.content.decode("utf-8", "replace")
+
+
+def _check_begin_inputs(canvas: CanvasSpec, spec: dict[str, Any]) -> None:
+    """Required Begin inputs (`optional: false`) must be answered by the run's inputs, the query
+    shortcut or the field's default value: INVALID_ARGUMENT `inputs.<name>` for every missing one.
+    Checked when a conversation starts (a run without a session, or a session's first turn); a
+    resume or a later turn of the session is not asked for them again."""
+    begin = canvas.nodes.get(canvas.begin_id)
+    if begin is None:
+        return
+    problems = ViolationCollector()
+    for name, description in missing_required_inputs(begin.params, spec.get("inputs"), spec["globals"].get("sys.query")):
+        problems.add(f"inputs.{name}", description)
+    problems.raise_if_any("required Begin inputs are missing")
 
 
 async def _each(batches: AsyncIterator[list[Event]]) -> AsyncIterator[Event]:
@@ -197,9 +212,10 @@ class Orchestrator:
             raise FailedPreconditionError(
                 f"run {previous.id} is {previous.status.name}, not PAUSED: only a paused run can be resumed",
                 reason="NOT_PAUSED", metadata={"run_id": previous.id})
-        if previous is not None:  # its DSL, even when the request inlines one
+        if previous is not None:  # its own DSL: a request naming another canvas is refused
             canvas_id, revision_id = previous.canvas_id, previous.revision_id
             canvas = load_for_run(previous.spec["dsl"], self._tool_context())
+            self._check_resume_source(request, previous, canvas)
         elif request.dsl is not None or request.decode_dsl is not None:
             canvas_id, revision_id = "", ""
             canvas = self._inline_canvas(request)
@@ -215,6 +231,8 @@ class Orchestrator:
             pending = list(session.state.get("pending") or []) if session else \
                 await sessions.paused_components(self.store, previous)
         spec = self._spec(canvas, request, session, previous, pending)
+        if previous is None and (session is None or not session.conversation_turns):
+            _check_begin_inputs(canvas, spec)  # a conversation's first run: before anything exists or runs
         record = RunRecord(id=secrets.token_hex(16), spec=spec, canvas_id=canvas_id, revision_id=revision_id,
                            session_id=session_id, tenant_id=tenant_id, creator_id=user_id,
                            create_time_ms=int(time.time() * 1000))
@@ -258,6 +276,27 @@ class Orchestrator:
             if lease is None or not await self._claim(created, canvas if ours else None, lease):
                 self.admission.forget(created.id)  # not ours to renew: whoever claims it adopts it
         return created
+
+    def _check_resume_source(self, request: RunRequest, previous: RunRecord, canvas: CanvasSpec) -> None:
+        """A resume continues the paused run on its own canvas. A request that also names a canvas
+        must name that one (the same canvas_id, or the same inline DSL), else it is refused rather
+        than silently running another canvas than the client asked for."""
+        paused = f"run {previous.id} is paused on " + (f"canvas {previous.canvas_id}" if previous.canvas_id else "an inline DSL")
+        if request.canvas_id and request.canvas_id != previous.canvas_id:
+            raise InvalidArgumentError.for_field(
+                "canvas_id", f"{paused}, not on canvas {request.canvas_id}: give that canvas_id or none to resume it")
+        if request.revision_id and request.revision_id not in ("latest", "published") and previous.revision_id \
+                and request.revision_id != previous.revision_id:
+            raise InvalidArgumentError.for_field(
+                "revision_id", f"{paused} at revision {previous.revision_id}, not {request.revision_id}: "
+                "a resume continues the revision it started on")
+        if request.dsl is None and request.decode_dsl is None:
+            return
+        if previous.canvas_id:
+            raise InvalidArgumentError.for_field("dsl", f"{paused}: resume it without an inline DSL (or with canvas_id)")
+        if self._inline_canvas(request).dsl != canvas.dsl:
+            raise InvalidArgumentError.for_field("dsl", f"{paused} that differs from the DSL sent: resume it without "
+                                                 "a DSL, or with the same one")
 
     def _inline_canvas(self, request: RunRequest) -> CanvasSpec:
         key = request.dsl_key if len(request.dsl_key) <= CACHEABLE_DSL_BYTES else b""

@@ -118,7 +118,7 @@ class Tool(ABC):
 
     def merged_params(self, params: Mapping[str, Any] | None) -> dict[str, Any]:
         merged = self.default_params()
-        merged.update({k: v for k, v in (params or {}).items()})
+        merged.update({k: v for k, v in (params or {}).items() if v is not None})  # null = absent: the default
         return merged
 
     def node_arguments(self, params: Mapping[str, Any] | None) -> dict[str, Any]:

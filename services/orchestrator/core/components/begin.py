@@ -5,10 +5,52 @@ from __future__ import annotations
 from typing import Any
 
 from services.orchestrator.core.components.base import Component, Outcome, Problem
-from services.orchestrator.core.components.forms import answer_value, form_fields
+from services.orchestrator.core.components.forms import answer_value, form_fields, satisfied
 from services.orchestrator.core.components.registry import register
 
 MODES = ("conversational", "task", "webhook")
+
+
+def given_inputs(fields: dict[str, dict[str, Any]], inputs: Any, query: Any) -> dict[str, Any]:
+    """The answers Begin takes (spec §5.2): the run's `inputs`; without them and with a query, the
+    query's matching keys (a dict query) or, for a form of exactly one field, the query itself."""
+    given: dict[str, Any] = dict(inputs) if isinstance(inputs, dict) else {}
+    if not given and fields:
+        if isinstance(query, dict):
+            given = {k: v for k, v in query.items() if k in fields}
+        elif query and len(fields) == 1:
+            given = {next(iter(fields)): query}
+    return given
+
+
+def required(field: dict[str, Any]) -> bool:
+    """RAGFlow's form entries say `optional: false` for a required field. An entry without the key
+    (or with null) is not enforced: only what the DSL asks for explicitly is required."""
+    optional = field.get("optional")
+    return optional is False or (isinstance(optional, str) and optional.strip().lower() == "false")
+
+
+def _answered(field: dict[str, Any], value: Any) -> bool:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return False  # null or blank text is no answer to a required field
+    return satisfied(field, value)
+
+
+def missing_required_inputs(params: dict[str, Any], inputs: Any, query: Any) -> list[tuple[str, str]]:
+    """(field name, description) of every required Begin input that neither the run's inputs, the
+    query shortcut nor the field's default `value` answers, in form order."""
+    fields = form_fields(params)
+    given = given_inputs(fields, inputs, query)
+    missing: list[tuple[str, str]] = []
+    for name, field in fields.items():
+        if not required(field):
+            continue
+        value = answer_value(field, given[name]) if name in given else None
+        if not _answered(field, value) and not _answered(field, field.get("value")):
+            label = str(field.get("name") or name)
+            kind = str(field.get("type") or "line")
+            missing.append((name, f"the Begin input '{label}' ({kind}) is required"))
+    return missing
 
 
 @register
@@ -23,17 +65,13 @@ class Begin(Component):
 
     async def invoke(self, ctx) -> Outcome:
         fields = form_fields(self.params)
-        given: dict[str, Any] = dict(ctx.spec.get("inputs") or {})
-        if not given and fields:
-            query = ctx.globals.get("sys.query")
-            if isinstance(query, dict):
-                given = {k: v for k, v in query.items() if k in fields}
-            elif query and len(fields) == 1:
-                given = {next(iter(fields)): query}
+        given = given_inputs(fields, ctx.spec.get("inputs"), ctx.globals.get("sys.query"))
         outputs: dict[str, Any] = {}
         inputs: dict[str, Any] = {}
         for name, field in fields.items():
-            value = answer_value(field, given[name]) if name in given else field.get("value")
+            value = answer_value(field, given[name]) if name in given else None
+            if value is None:  # not answered, or answered with null: the form's default
+                value = field.get("value")
             outputs[name] = value
             inputs[name] = value
         payload = ctx.spec.get("webhook_payload")

@@ -26,7 +26,9 @@ def _categories(params: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def _targets(category: dict[str, Any]) -> list[str]:
     to = category.get("to")
-    return [to] if isinstance(to, str) and to else [str(t) for t in to or []]
+    if isinstance(to, str):
+        return [to] if to else []
+    return [str(t) for t in to if isinstance(t, (str, int)) and str(t)] if isinstance(to, list) else []
 
 
 def choose(names: list[str], answer: str) -> str:
@@ -52,11 +54,15 @@ class Categorize(Component):
 
     @classmethod
     def check(cls, params: dict[str, Any]) -> list[Problem]:
+        raw = params.get("category_description")
+        broken = [(f"category_description.{name}", "each category must be an object with a target (to), got "
+                   + ("null" if value is None else type(value).__name__))
+                  for name, value in (raw.items() if isinstance(raw, dict) else ()) if not isinstance(value, dict)]
         categories = _categories(params)
-        if not categories:
+        if not categories and not broken:
             return [("category_description", "Categorize needs at least one category")]
-        return [(f"category_description.{name}.to", "each category needs a target (to)")
-                for name, category in categories.items() if not _targets(category)]
+        return broken + [(f"category_description.{name}.to", "each category needs a target (to)")
+                         for name, category in categories.items() if not _targets(category)]
 
     def _prompt(self, ctx, categories: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         lines = ["Classify the user's input into exactly one of these categories:"]

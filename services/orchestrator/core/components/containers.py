@@ -48,6 +48,8 @@ class Iteration(Component):
 
     async def invoke(self, ctx) -> Outcome:
         items = ctx.resolve(self.param("items_ref"))
+        if items is None:  # a reference to nothing (an unset output): no passes
+            items = []
         if not isinstance(items, list):
             raise NodeError(f"items_ref must resolve to an array, got {type(items).__name__}", reason="NOT_A_LIST")
         collectors = {
@@ -94,8 +96,16 @@ class Loop(Component):
         for i, var in enumerate(params.get("loop_variables") or []):
             if not isinstance(var, dict) or not var.get("variable") or not var.get("input_mode"):
                 problems.append((f"loop_variables[{i}]", "Loop Variable is not complete."))
-        if str(params.get("logical_operator", "and")).lower() not in ("and", "or"):
+        if str(params.get("logical_operator") or "and").lower() not in ("and", "or"):
             problems.append(("logical_operator", "must be 'and' or 'or'"))
+        conditions = params.get("loop_termination_condition")
+        for i, cond in enumerate(conditions if isinstance(conditions, list) else []):
+            if not isinstance(cond, dict):
+                problems.append((f"loop_termination_condition[{i}]", "each condition needs variable, operator and value"))
+            elif not cond.get("variable"):
+                problems.append((f"loop_termination_condition[{i}].variable", "each condition needs a variable"))
+            elif not cond.get("operator"):
+                problems.append((f"loop_termination_condition[{i}].operator", "each condition needs an operator"))
         count = loop_count(params.get("maximum_loop_count"))
         if count is None:
             problems.append(("maximum_loop_count", f"must be a whole number from 0 to {MAX_LOOP_COUNT}, "
@@ -111,7 +121,7 @@ class Loop(Component):
         # §7 item 5: RAGFlow's default of 0 means "never runs"; 0 or missing means the UI default.
         maximum = min(loop_count(self.param("maximum_loop_count", 0)) or DEFAULT_MAX_LOOPS, MAX_LOOP_COUNT)
         conditions = self.param("loop_termination_condition", []) or []
-        any_of = str(self.param("logical_operator", "and")).lower() == "or"
+        any_of = str(self.param("logical_operator", "and") or "and").lower() == "or"
         index = 0
         while index < maximum:
             if conditions:

@@ -36,7 +36,17 @@ class DataOperations(Component):
     @classmethod
     def check(cls, params: dict[str, Any]) -> list[Problem]:
         op = params.get("operations") or "literal_eval"
-        return [] if op in OPERATIONS else [("operations", f"unknown operation '{op}'")]
+        if op not in OPERATIONS:
+            return [("operations", f"unknown operation '{op}'")]
+        problems: list[Problem] = []
+        for key, shape in (("filter_values", "{key, operator, value}"), ("updates", "{key, value}"),
+                           ("rename_keys", "{old_key, new_key}")):
+            entries = params.get(key)
+            for i, entry in enumerate(entries if isinstance(entries, list) else []):
+                if not isinstance(entry, dict):
+                    problems.append((f"{key}[{i}]", f"each entry must be an object {shape}, got "
+                                     + ("null" if entry is None else type(entry).__name__)))
+        return problems
 
     def _inputs(self, ctx) -> list[dict[str, Any]]:
         query = self.param("query", [])
@@ -68,18 +78,19 @@ class DataOperations(Component):
                         combined[k] = [combined[k], v]
             result = combined
         elif op == "filter_values":
-            rules = self.param("filter_values", [])
+            rules = [r for r in self.param("filter_values", []) or [] if isinstance(r, dict)]
             result = [
                 d for d in data
-                if all(compare(stringify(d.get(r.get("key"))), r.get("operator", "="), ctx.render(stringify(r.get("value", "")))) for r in rules)
+                if all(compare(stringify(d.get(r.get("key"))), r.get("operator") or "=", ctx.render(stringify(r.get("value", "")))) for r in rules)
             ]
         elif op == "append_or_update":
-            updates = {u["key"]: ctx.resolve(u.get("value", "")) for u in self.param("updates", []) if u.get("key")}
+            updates = {u["key"]: ctx.resolve(u.get("value", "")) for u in self.param("updates", []) or [] if isinstance(u, dict) and u.get("key")}
             result = [{**d, **updates} for d in data]
         elif op == "remove_keys":
             drop = set(self.param("remove_keys", []))
             result = [{k: v for k, v in d.items() if k not in drop} for d in data]
         else:
-            renames = {r["old_key"]: r["new_key"] for r in self.param("rename_keys", []) if r.get("old_key") and r.get("new_key")}
+            renames = {r["old_key"]: r["new_key"] for r in self.param("rename_keys", []) or []
+                       if isinstance(r, dict) and r.get("old_key") and r.get("new_key")}
             result = [{renames.get(k, k): v for k, v in d.items()} for d in data]
         return Outcome(outputs={"result": result}, inputs={"query": data})

@@ -34,18 +34,26 @@ class Invoke(Component):
         problems: list[Problem] = []
         if not params.get("url"):
             problems.append(("url", "Invoke needs a url"))
-        if str(params.get("method", "get")).lower() not in ("get", "post", "put"):
+        # null is absent: the defaults invoke() uses (Component.param)
+        if str(params.get("method") or "get").lower() not in ("get", "post", "put"):
             problems.append(("method", "method must be get, post or put"))
-        timeout = params.get("timeout", 60)
-        if not isinstance(timeout, (int, float)) or timeout <= 0:
+        timeout = 60 if params.get("timeout") is None else params["timeout"]
+        if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
             problems.append(("timeout", "timeout must be a positive number of seconds"))
-        if str(params.get("datatype", "json")).lower() not in ("json", "formdata"):
+        if str(params.get("datatype") or "json").lower() not in ("json", "formdata"):
             problems.append(("datatype", "datatype must be json or formdata"))
+        variables = params.get("variables")
+        for i, var in enumerate(variables if isinstance(variables, list) else []):
+            if not isinstance(var, dict):
+                problems.append((f"variables[{i}]", "each variable must be an object {key, ref | value}, got "
+                                 + ("null" if var is None else type(var).__name__)))
         return problems
 
     def _arguments(self, ctx) -> dict[str, Any]:
         args: dict[str, Any] = {}
         for var in self.param("variables", []) or []:
+            if not isinstance(var, dict):
+                continue
             key = var.get("key")
             if not key:
                 continue

@@ -43,6 +43,8 @@ class ListOperations(Component):
 
     async def invoke(self, ctx) -> Outcome:
         items = ctx.resolve(self.param("query"))
+        if items is None:  # a reference to nothing (an unset output): an empty list
+            items = []
         if not isinstance(items, list):
             raise NodeError(f"query must resolve to a list, got {type(items).__name__}", reason="NOT_A_LIST")
         op = normalise_operation(self.param("operations"))
@@ -66,7 +68,7 @@ class ListOperations(Component):
         elif op == "filter":
             rule = self.param("filter", {}) or {}
             target = ctx.resolve(rule.get("value", ""))
-            result = [i for i in items if compare(i if isinstance(i, str) else json.dumps(i, ensure_ascii=False), rule.get("operator", "="), target)]
+            result = [i for i in items if compare(i if isinstance(i, str) else json.dumps(i, ensure_ascii=False), rule.get("operator") or "=", target)]
         elif op == "sort":
             reverse = str(self.param("sort_method", "asc")).lower() == "desc"
             keys = [k.strip() for k in str(self.param("sort_by", "") or "").split(",") if k.strip()]

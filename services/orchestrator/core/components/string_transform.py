@@ -28,9 +28,11 @@ class StringTransform(Component):
         return problems
 
     async def invoke(self, ctx) -> Outcome:
-        delimiters = [str(d) for d in self.param("delimiters", [","])] or [","]
+        delimiters = [str(d) for d in self.param("delimiters", [","]) or [] if d not in (None, "")] or [","]
         if self.param("method", "split") == "split":
             value = ctx.resolve(self.param("split_ref"))
+            if value is None:  # a reference to nothing (an unset output): nothing to split
+                value = ""
             if not isinstance(value, str):
                 raise NodeError(f"split_ref must be a string, got {type(value).__name__}", reason="NOT_A_STRING")
             pattern = "|".join(re.escape(d) for d in sorted(delimiters, key=len, reverse=True))

@@ -12,7 +12,9 @@ from services.orchestrator.core.components.registry import register
 def _ids(value: Any) -> list[str]:
     if isinstance(value, str):
         return [value] if value else []
-    return [str(v) for v in value or []]
+    if not isinstance(value, list):
+        return []
+    return [str(v) for v in value if isinstance(v, (str, int)) and str(v)]  # a null id is no target
 
 
 @register
@@ -29,8 +31,16 @@ class Switch(Component):
         for i, cond in enumerate(conditions if isinstance(conditions, list) else []):
             if not isinstance(cond, dict) or not _ids(cond.get("to")):
                 problems.append((f"conditions[{i}].to", "each condition needs a target"))
-            elif str(cond.get("logical_operator", "and")).lower() not in ("and", "or"):
+            elif str(cond.get("logical_operator") or "and").lower() not in ("and", "or"):
                 problems.append((f"conditions[{i}].logical_operator", "must be 'and' or 'or'"))
+            items = cond.get("items") if isinstance(cond, dict) else None
+            for j, item in enumerate(items if isinstance(items, list) else []):
+                where = f"conditions[{i}].items[{j}]"
+                if not isinstance(item, dict):
+                    problems.append((where, "each item needs cpn_id, operator and value (got null)" if item is None
+                                     else "each item must be an object with cpn_id, operator and value"))
+                elif item.get("cpn_id") and not str(item.get("operator") or "").strip():
+                    problems.append((f"{where}.operator", "each item needs an operator"))
         if not _ids(params.get("end_cpn_ids")):
             problems.append(("end_cpn_ids", "Switch needs an else branch (end_cpn_ids)"))
         return problems
@@ -38,10 +48,10 @@ class Switch(Component):
     async def invoke(self, ctx) -> Outcome:
         inputs: dict[str, Any] = {}
         for index, cond in enumerate(self.param("conditions", [])):
-            logic = str(cond.get("logical_operator", "and")).lower()
+            logic = str(cond.get("logical_operator") or "and").lower()
             results: list[bool] = []
             for item in cond.get("items", []) or []:
-                if not item.get("cpn_id"):
+                if not isinstance(item, dict) or not item.get("cpn_id"):
                     continue
                 value = ctx.resolve(item["cpn_id"])
                 inputs[str(item["cpn_id"])] = value

@@ -13,6 +13,7 @@ from services.orchestrator.core.errors import NodeError
 from services.orchestrator.core.refs import whole_ref
 
 OPERATORS = ("overwrite", "clear", "set", "append", "extend", "remove_first", "remove_last", "+=", "-=", "*=", "/=")
+NEEDS_PARAMETER = ("extend", "+=", "-=", "*=", "/=")  # a null parameter cannot work for these
 
 
 def _empty_like(value: Any) -> Any:
@@ -50,8 +51,13 @@ class VariableAssigner(Component):
         for i, item in enumerate(params.get("variables") or []):
             if not isinstance(item, dict) or not item.get("variable"):
                 problems.append((f"variables[{i}].variable", "missing the variable to assign"))
+            elif item.get("operator") in (None, ""):
+                problems.append((f"variables[{i}].operator", f"needs an operator, one of {', '.join(OPERATORS)}"))
             elif item.get("operator") not in OPERATORS:
                 problems.append((f"variables[{i}].operator", f"unknown operator '{item.get('operator')}'"))
+            elif item.get("operator") in NEEDS_PARAMETER and item.get("parameter") in (None, ""):
+                problems.append((f"variables[{i}].parameter", f"operator '{item['operator']}' needs a parameter "
+                                 f"({'a list' if item['operator'] == 'extend' else 'a number'} or a reference to one)"))
         return problems
 
     async def invoke(self, ctx) -> Outcome:
