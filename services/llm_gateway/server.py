@@ -8,7 +8,8 @@ from collections.abc import AsyncIterator
 
 from agentcanvas.v1 import common_pb2, llm_gateway_pb2, llm_gateway_pb2_grpc
 
-from services.common.structs import from_struct, to_value
+from services.common.errors import ViolationCollector
+from services.common.structs import find_bad_value, from_struct, to_value
 from services.llm_gateway.coalesce import coalesce
 from services.llm_gateway.core.gateway import LlmGateway
 from services.llm_gateway.core.policy import reasons
@@ -67,18 +68,37 @@ def to_core_request(request: pb.ChatRequest) -> ChatRequest:
         presence_penalty=g.presence_penalty if g.HasField("presence_penalty") else None,
         frequency_penalty=g.frequency_penalty if g.HasField("frequency_penalty") else None,
         stop=tuple(g.stop), seed=g.seed if g.HasField("seed") else None)
+    problems = ViolationCollector()
+    # Enum values this server does not know (a newer client, or a raw number) are refused, not read as "default".
+    if request.thinking.mode not in _MODE:
+        problems.add("thinking.mode", f"unknown ThinkingMode value {request.thinking.mode}")
+    if request.thinking.effort not in _EFFORT and request.thinking.effort != pb.REASONING_EFFORT_UNSPECIFIED:
+        problems.add("thinking.effort", f"unknown ReasoningEffort value {request.thinking.effort}")
+    tools = [ToolSpec(t.name, t.description, _json_object(t.parameters, f"tools[{i}].parameters", problems))
+             for i, t in enumerate(request.tools)]
     structured = None
     if request.HasField("response_format") and request.response_format.HasField("json_schema"):
         rf = request.response_format
-        structured = StructuredSpec(schema=from_struct(rf.json_schema), name=rf.name or "answer",
-                                    max_repairs=rf.max_repairs if rf.max_repairs > 0 else None)
-    thinking = Thinking(mode=_MODE.get(request.thinking.mode, ThinkingMode.DEFAULT),
-                        effort=_EFFORT.get(request.thinking.effort, ""), budget_tokens=request.thinking.budget_tokens)
+        structured = StructuredSpec(schema=_json_object(rf.json_schema, "response_format.json_schema", problems),
+                                    name=rf.name or "answer", max_repairs=rf.max_repairs if rf.max_repairs != 0 else None)
+    problems.raise_if_any("invalid chat request")
+    thinking = Thinking(mode=_MODE[request.thinking.mode], effort=_EFFORT.get(request.thinking.effort, ""),
+                        budget_tokens=request.thinking.budget_tokens)
     return ChatRequest(
         model=request.model, messages=[_message(m) for m in request.messages], thinking=thinking,
-        with_reasoning=request.with_reasoning, tools=[ToolSpec(t.name, t.description, from_struct(t.parameters)) for t in request.tools],
+        with_reasoning=request.with_reasoning, tools=tools,
         tool_choice=request.tool_choice, structured=structured, generation=generation,
         fallback_models=list(request.fallback_models), request_id=request.request_id)
+
+
+def _json_object(struct, field: str, problems: ViolationCollector) -> dict:
+    """The Struct as a JSON object; a NaN or infinity (JSON has neither) is a violation naming the path to it."""
+    found = find_bad_value(struct, nul=False)
+    if found is not None:
+        path, problem = found
+        problems.add(field + path, problem)
+        return {}
+    return from_struct(struct)
 
 
 def usage_pb(u: Usage) -> common_pb2.TokenUsage:

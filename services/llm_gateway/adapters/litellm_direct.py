@@ -39,6 +39,7 @@ import httpx
 
 from services.llm_gateway.adapters.litellm_mapping import safe_message, to_provider_error, to_tool_deltas, to_usage
 from services.llm_gateway.adapters.litellm_provider import LitellmProvider
+from services.llm_gateway.core.structured import MAX_JSON_DEPTH, json_depth
 from services.llm_gateway.core.types import ErrorKind, ProviderCall, ProviderChunk, ProviderError, Usage
 
 logger = logging.getLogger(__name__)
@@ -62,6 +63,10 @@ class _Route:
 
 class _StreamEnded(Exception):
     """[DONE] (or the end of the body) arrived without any finish_reason."""
+
+
+class _Malformed(Exception):
+    """A stream event that is not an OpenAI chat chunk (not JSON, not an object, wrong shapes)."""
 
 
 class LitellmDirectProvider:
@@ -164,6 +169,8 @@ class LitellmDirectProvider:
             raise
         except _StreamEnded:
             raise ProviderError(ErrorKind.INCOMPLETE_STREAM, "the stream ended without a finish reason") from None
+        except _Malformed as exc:  # the provider's fault, as litellm's own stream reader classifies it (5xx)
+            raise ProviderError(ErrorKind.SERVER, f"the provider sent a malformed stream event: {exc}") from None
         except Exception as exc:
             mapped = self._litellm_exception(exc, route)
             raise to_provider_error(mapped, call, self._litellm) from None
@@ -278,7 +285,7 @@ class LitellmDirectProvider:
                     if payload == _DONE:
                         done = True
                         break
-                    chunk = _parse(loads(payload), handler)
+                    chunk = _parse(_decode(payload, loads), handler)
                     if chunk is None:
                         continue
                     if chunk.finish_reason:
@@ -319,14 +326,34 @@ def _validated(params: dict[str, Any], model: str) -> dict[str, Any]:
     return out
 
 
+def _decode(payload: bytes, loads: Any) -> dict[str, Any]:
+    """One SSE data payload as a JSON object; _Malformed otherwise (bad JSON or UTF-8, nesting too deep for the
+    recursive decoder, not an object)."""
+    if (payload.count(b"[") + payload.count(b"{") > MAX_JSON_DEPTH) and json_depth(payload) > MAX_JSON_DEPTH:
+        raise _Malformed(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        raw = loads(payload)
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+        raise _Malformed(f"not JSON ({type(exc).__name__})") from None
+    if not isinstance(raw, dict):
+        raise _Malformed(f"a JSON {type(raw).__name__}, not an object")
+    return raw
+
+
 def _parse(raw: dict[str, Any], handler: Any) -> ProviderChunk | None:
     """One SSE event as a ProviderChunk, with litellm's checks of that event."""
-    choices = raw.get("choices") or ()
+    choices = raw.get("choices") or []
+    if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+        if "error" not in raw:
+            raise _Malformed("`choices` is not a list of objects")
+        choices = ()
     if "error" in raw or any(c.get("finish_reason") == "abort" for c in choices):
         handler.chunk_parser(raw)  # litellm raises its typed error for these events
     usage = raw.get("usage")
     if not choices:
         return ProviderChunk(usage=to_usage(usage)) if usage else None
+    if not all(isinstance(c.get("delta") or {}, dict) for c in choices):
+        raise _Malformed("`delta` is not an object")
     handler._map_reasoning_to_reasoning_content(choices)  # vLLM/GLM `reasoning` -> reasoning_content
     choice = choices[0]
     delta = choice.get("delta") or {}
@@ -334,9 +361,12 @@ def _parse(raw: dict[str, Any], handler: Any) -> ProviderChunk | None:
     if finish:
         from litellm.litellm_core_utils.core_helpers import map_finish_reason
 
-        finish = map_finish_reason(finish)
+        finish = map_finish_reason(str(finish))
     calls = delta.get("tool_calls")
-    return ProviderChunk(content=delta.get("content") or "", reasoning=delta.get("reasoning_content") or "",
+    content, reasoning = delta.get("content"), delta.get("reasoning_content")
+    # Text fields that are not strings are dropped, as litellm's own stream reader drops them.
+    return ProviderChunk(content=content if isinstance(content, str) else "",
+                         reasoning=reasoning if isinstance(reasoning, str) else "",
                          tool_calls=to_tool_deltas(calls) if calls else [], finish_reason=finish,
                          usage=to_usage(usage) if usage else None)
 

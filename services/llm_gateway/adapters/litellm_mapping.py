@@ -9,6 +9,8 @@ so retries are classified the same on both paths.
 from __future__ import annotations
 
 import asyncio
+import json
+import math
 from typing import Any
 
 import httpx
@@ -26,25 +28,71 @@ def _field(raw: Any, key: str) -> Any:
     return getattr(raw, key, None)
 
 
+MAX_TOKENS_FIELD = 2**31 - 1
+"""Largest token count taken from one provider usage record (a provider's garbage must not overflow int64
+sums or the metrics)."""
+
+
+def _count(value: Any) -> int:
+    """A provider's token count as an int in [0, MAX_TOKENS_FIELD]; anything not a finite number is 0."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return 0
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0
+    if isinstance(value, float) and not math.isfinite(value):
+        return 0
+    return min(max(int(value), 0), MAX_TOKENS_FIELD)
+
+
 def to_usage(raw: Any) -> Usage | None:
     if raw is None:
         return None
     details = _field(raw, "completion_tokens_details")
     prompt_details = _field(raw, "prompt_tokens_details")
-    return Usage(prompt_tokens=int(_field(raw, "prompt_tokens") or 0),
-                 completion_tokens=int(_field(raw, "completion_tokens") or 0),
-                 reasoning_tokens=int(_field(details, "reasoning_tokens") or 0) if details else 0,
-                 cached_tokens=int(_field(prompt_details, "cached_tokens") or 0) if prompt_details else 0)
+    return Usage(prompt_tokens=_count(_field(raw, "prompt_tokens")),
+                 completion_tokens=_count(_field(raw, "completion_tokens")),
+                 reasoning_tokens=_count(_field(details, "reasoning_tokens")) if details else 0,
+                 cached_tokens=_count(_field(prompt_details, "cached_tokens")) if prompt_details else 0)
+
+
+def _text(value: Any) -> str | None:
+    """A string field of a tool call delta: None when empty or absent; a number becomes its text."""
+    if value is None or value == "":
+        return None
+    return value if isinstance(value, str) else str(value)
+
+
+def _arguments(value: Any) -> str | None:
+    """An arguments fragment; a provider that sends the arguments as a JSON object gets them re-encoded."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(value)
 
 
 def to_tool_deltas(raw_calls: Any) -> list[ToolCallDelta]:
-    """The streamed `tool_calls` of one delta; empty names, ids and argument fragments become None."""
+    """The streamed `tool_calls` of one delta; empty names, ids and argument fragments become None. Deltas
+    that are not objects are skipped; non-string names and ids become strings, a non-integer index None."""
     out = []
-    for raw in raw_calls or ():
+    if not isinstance(raw_calls, (list, tuple)):
+        return out
+    for raw in raw_calls:
+        if raw is None or isinstance(raw, (str, int, float, list)):
+            continue
         function = _field(raw, "function")
-        out.append(ToolCallDelta(index=_field(raw, "index"), id=_field(raw, "id") or None,
-                                 name=_field(function, "name") or None,
-                                 arguments=_field(function, "arguments") or None))
+        if function is not None and isinstance(function, (str, int, float, list)):
+            function = None
+        index = _field(raw, "index")
+        out.append(ToolCallDelta(index=index if isinstance(index, int) and not isinstance(index, bool) else None,
+                                 id=_text(_field(raw, "id")), name=_text(_field(function, "name")),
+                                 arguments=_arguments(_field(function, "arguments"))))
     return out
 
 
@@ -70,6 +118,9 @@ def to_provider_error(exc: BaseException, call: ProviderCall, litellm: Any) -> P
 def safe_message(exc: BaseException, call: ProviderCall) -> str:
     """The exception's text without the call's API key or other secrets, on one line, at most 400 chars."""
     text = str(getattr(exc, "message", None) or exc)
+    cut = text.find("Traceback (most recent call last)")  # litellm puts whole tracebacks into some messages
+    if cut >= 0:
+        text = text[:cut].rstrip() or type(exc).__name__
     if call.api_key and call.api_key != "none":
         text = text.replace(call.api_key, "***")
     text = redact(text).replace("\n", " ")

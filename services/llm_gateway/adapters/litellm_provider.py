@@ -110,6 +110,8 @@ class LitellmProvider:
             raise ProviderError(ErrorKind.BAD_REQUEST, safe_message(exc, call)) from None
 
     def _from_response(self, response: Any) -> ProviderChunk:
+        if not response.choices:
+            raise ProviderError(ErrorKind.SERVER, "the provider's answer has no choices")
         choice = response.choices[0]
         message = choice.message
         return ProviderChunk(content=message.content or "", reasoning=getattr(message, "reasoning_content", None) or "",

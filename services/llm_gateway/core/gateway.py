@@ -32,8 +32,8 @@ from services.llm_gateway.core.settings import GatewaySettings
 from services.llm_gateway.core.think import ThinkFormat
 from services.llm_gateway.core.types import (
     ChatError, ChatRequest, ChatResult, ErrorKind, FinishEvent, FinishReason, Generation, Message, ProviderCall, ProviderError,
-    TextEvent, ThinkDeltaEvent, ThinkEndEvent, ThinkingBlock, ThinkingBlockEvent, ThinkStartEvent, ToolCall,
-    ToolCallEvent, Usage, UsageEvent,
+    TextEvent, ThinkDeltaEvent, ThinkEndEvent, Thinking, ThinkingBlock, ThinkingBlockEvent, ThinkingMode, ThinkStartEvent,
+    ToolCall, ToolCallEvent, Usage, UsageEvent,
 )
 
 logger = logging.getLogger(__name__)
@@ -90,6 +90,41 @@ def check_generation(generation: Generation, problems: ViolationCollector) -> No
     for i, stop in enumerate(generation.stop):
         if not stop:
             problems.add(f"generation.stop[{i}]", "must not be empty")
+
+
+MAX_REPAIRS = 10
+"""Upper bound of response_format.max_repairs (each repair is one more paid model call)."""
+
+
+def check_tools(request: ChatRequest, problems: ViolationCollector) -> None:
+    """Tool names as every provider accepts them, each once; parameters a usable JSON Schema; tool_choice
+    "auto", "none", "required" or the name of one of the tools."""
+    names: dict[str, int] = {}
+    for i, tool in enumerate(request.tools):
+        if not tool.name:
+            problems.add(f"tools[{i}].name", "is required")
+        elif not tools.NAME.fullmatch(tool.name):
+            problems.add(f"tools[{i}].name", f"must be 1-64 characters of A-Z, a-z, 0-9, '_' or '-', got {tool.name[:80]!r}")
+        elif tool.name in names:
+            problems.add(f"tools[{i}].name", f"duplicates tools[{names[tool.name]}].name {tool.name!r}")
+        else:
+            names[tool.name] = i
+        if tool.parameters and (problem := structured.schema_problem(tool.parameters)) is not None:
+            problems.add(f"tools[{i}].parameters", problem)
+    choice = request.tool_choice
+    if choice in ("", "auto", "none"):
+        return
+    if not request.tools:
+        problems.add("tool_choice", f"{choice[:80]!r} needs tools, but the request has none")
+    elif choice != "required" and choice not in names:
+        problems.add("tool_choice", f"must be auto, none, required or the name of a tool in tools, got {choice[:80]!r}")
+
+
+def check_thinking(thinking: Thinking, problems: ViolationCollector) -> None:
+    if thinking.budget_tokens < 0:
+        problems.add("thinking.budget_tokens", f"must not be negative, got {thinking.budget_tokens}")
+    elif thinking.mode == ThinkingMode.BUDGET and thinking.budget_tokens == 0:
+        problems.add("thinking.budget_tokens", "must be at least 1 with THINKING_MODE_BUDGET")
 
 
 class LlmGateway:
@@ -159,12 +194,29 @@ class LlmGateway:
         for i, message in enumerate(request.messages):
             if message.role not in history.ROLES:
                 problems.add(f"messages[{i}].role", f"must be one of {', '.join(history.ROLES)}, got {message.role!r}")
-        for i, tool in enumerate(request.tools):
-            if not tool.name:
-                problems.add(f"tools[{i}].name", "is required")
-        if request.structured is not None and not request.structured.schema:
-            problems.add("response_format.json_schema", "is required when response_format is set")
+            for j, part in enumerate(message.parts):
+                if "image_url" in part and not part["image_url"]:
+                    problems.add(f"messages[{i}].parts[{j}]", "must set text or a non-empty image_url")
+            for j, call in enumerate(message.tool_calls):
+                if structured.json_depth(call.arguments_json) > structured.MAX_JSON_DEPTH:
+                    problems.add(f"messages[{i}].tool_calls[{j}].arguments_json",
+                                 f"nests JSON deeper than {structured.MAX_JSON_DEPTH} levels")
+        check_tools(request, problems)
+        if request.structured is not None:
+            if not request.structured.schema:
+                problems.add("response_format.json_schema", "is required when response_format is set")
+            elif (problem := structured.schema_problem(request.structured.schema)) is not None:
+                problems.add("response_format.json_schema", problem)
+            repairs = request.structured.max_repairs
+            if repairs is not None and not 0 <= repairs <= MAX_REPAIRS:
+                problems.add("response_format.max_repairs", f"must be between 0 and {MAX_REPAIRS}, got {repairs}")
+        check_thinking(request.thinking, problems)
         check_generation(request.generation, problems)
+        seen: dict[str, str] = {request.model: "model"}
+        for i, name in enumerate(request.fallback_models):
+            if name in seen:
+                problems.add(f"fallback_models[{i}]", f"repeats {seen[name]} ({name!r}): each model is tried once")
+            seen.setdefault(name, f"fallback_models[{i}]")
         problems.raise_if_any("invalid chat request")
         planned = [self.registry.resolve(request.model, "model")]
         for i, name in enumerate(request.fallback_models):
@@ -325,7 +377,10 @@ class LlmGateway:
             for block in outcome.thinking_blocks:
                 yield ThinkingBlockEvent(block)
             yield _usage_event(total)
-            yield FinishEvent(_FINISH.get(outcome.finish_reason or "stop", FinishReason.STOP), call.model)
+            reason = _FINISH.get(outcome.finish_reason or "stop", FinishReason.STOP)
+            if reason == FinishReason.TOOL_CALLS:  # the provider said tool_calls but sent none that could be read
+                reason = FinishReason.STOP
+            yield FinishEvent(reason, call.model)
             return
 
     async def _one_call(self, call: ProviderCall, fmt: ThinkFormat, request: ChatRequest, outcome: _CallOutcome,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from services.llm_gateway.core import think, thinking_blocks
+from services.llm_gateway.core import structured, think, thinking_blocks
 from services.llm_gateway.core.types import Message
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -41,8 +41,7 @@ def flatten_tools(messages: list[Message]) -> list[Message]:
     out = []
     for message in messages:
         if message.role == "assistant" and message.tool_calls:
-            calls = [{"name": c.name, "arguments": json.loads(c.arguments_json) if _is_json(c.arguments_json) else c.arguments_json}
-                     for c in message.tool_calls]
+            calls = [{"name": c.name, "arguments": _json_or_text(c.arguments_json)} for c in message.tool_calls]
             text = json.dumps({"tool_call": calls[0] if len(calls) == 1 else calls}, ensure_ascii=False)
             out.append(Message(role="assistant", content=(message.content + "\n" if message.content else "") + text))
         elif message.role == "tool":
@@ -52,12 +51,12 @@ def flatten_tools(messages: list[Message]) -> list[Message]:
     return out
 
 
-def _is_json(text: str) -> bool:
+def _json_or_text(text: str) -> Any:
+    """The parsed arguments, or the text itself when it is not (usable) JSON."""
     try:
-        json.loads(text)
-    except json.JSONDecodeError:
-        return False
-    return True
+        return structured.loads(text)
+    except ValueError:
+        return text
 
 
 def to_provider(messages: list[Message], echo_reasoning: bool, echo_thinking_blocks: bool = False) -> list[dict[str, Any]]:

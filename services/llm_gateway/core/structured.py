@@ -12,9 +12,45 @@ from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
+from jsonschema_specifications import REGISTRY as SPECIFICATIONS
+from referencing.jsonschema import DRAFT202012
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 _DECODER = json.JSONDecoder()
+
+MAX_JSON_DEPTH = 64
+"""Deepest JSON the gateway parses (tool arguments, structured answers, history arguments). json.loads and
+jsonschema recurse per level, so deeper text is refused before it is parsed, never by a RecursionError."""
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def json_depth(text: str | bytes, limit: int = MAX_JSON_DEPTH) -> int:
+    """Bracket nesting depth of JSON `text` outside strings, counted without recursion; stops counting once
+    past `limit` (so the result is at most limit + 1). Cheap for the common case of few brackets."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    if text.count("[") + text.count("{") <= limit:
+        return min(text.count("[") + text.count("{"), limit)  # an upper bound that is already within the limit
+    depth = deepest = 0
+    for match in _JSON_TOKENS.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > limit:
+                    return deepest
+        elif token in "]}":
+            depth = max(depth - 1, 0)
+    return deepest
+
+
+def loads(text: str) -> Any:
+    """json.loads for untrusted text: ValueError (json.JSONDecodeError for bad syntax) also when the text nests
+    deeper than MAX_JSON_DEPTH."""
+    if json_depth(text) > MAX_JSON_DEPTH:
+        raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    return json.loads(text)
 
 
 @dataclass
@@ -28,11 +64,13 @@ def extract_json(text: str) -> Extracted:
     stripped = text.strip()
     if not stripped:
         return Extracted(False, error="the answer was empty")
+    if json_depth(stripped) > MAX_JSON_DEPTH:
+        return Extracted(False, error=f"the answer nests JSON deeper than {MAX_JSON_DEPTH} levels")
     candidates = [m.group(1).strip() for m in _FENCE.finditer(stripped)] + [stripped]
     for candidate in candidates:
         try:
             return Extracted(True, json.loads(candidate))
-        except json.JSONDecodeError:
+        except ValueError:  # JSONDecodeError, or a number too long to convert
             pass
     # JSON wrapped in prose: decode from the first '{' or '[' that yields a complete value.
     for start, char in enumerate(stripped):
@@ -40,14 +78,44 @@ def extract_json(text: str) -> Extracted:
             try:
                 value, _ = _DECODER.raw_decode(stripped, start)
                 return Extracted(True, value)
-            except json.JSONDecodeError:
+            except ValueError:
                 continue
     return Extracted(False, error="no JSON value found in the answer")
 
 
+def schema_problem(schema: dict[str, Any]) -> str | None:
+    """Why `schema` cannot be used to validate (not a Draft 2020-12 schema, or a `$ref` that does not resolve:
+    the gateway never fetches remote references), or None."""
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        where = "/".join(str(p) for p in exc.path) or "(root)"
+        return f"is not a valid JSON Schema (Draft 2020-12) at {where}: {exc.message}"
+    resolver = SPECIFICATIONS.resolver_with_root(DRAFT202012.create_resource(schema))
+    stack: list[Any] = [schema]
+    while stack:  # iterative: any depth
+        node = stack.pop()
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str):
+                if "$id" in node or any(isinstance(v, dict) and "$id" in v for v in node.values()):
+                    continue  # relative to a nested base URI: left to validation time
+                try:
+                    resolver.lookup(ref)
+                except Exception:  # referencing.exceptions.Unresolvable and its wrappers
+                    return f"has a $ref that does not resolve: {ref!r} (only references inside the schema are supported)"
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return None
+
+
 def validate(value: Any, schema: dict[str, Any]) -> str | None:
     """None when valid, else the validator's message with the failing path."""
-    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(value), key=lambda e: list(e.path))
+    try:
+        errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(value), key=lambda e: list(e.path))
+    except Exception as exc:  # a schema problem only validation finds (unresolvable nested $ref, unknown type)
+        return f"the schema could not be applied ({type(exc).__name__})"
     if not errors:
         return None
     first = errors[0]

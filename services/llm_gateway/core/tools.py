@@ -8,13 +8,19 @@ call last seen at its index; a name arriving in a later delta is still picked up
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from typing import Any
 
 import jsonschema
 
+from services.llm_gateway.core import structured
 from services.llm_gateway.core.structured import extract_json
 from services.llm_gateway.core.types import Message, ThinkingBlock, ToolCall, ToolCallDelta, ToolSpec
+
+
+NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""Tool names every provider family here accepts (OpenAI's rule; Anthropic and Gemini accept it too)."""
 
 
 class ToolCallAssembler:
@@ -59,13 +65,18 @@ def validate_call(call: ToolCall, tools: list[ToolSpec]) -> str | None:
     if spec is None:
         return f"Unknown tool {call.name!r}. Available tools: {', '.join(t.name for t in tools)}."
     try:
-        arguments = json.loads(call.arguments_json)
+        arguments = structured.loads(call.arguments_json)
     except json.JSONDecodeError as exc:
         return f"Arguments for {call.name} are not valid JSON ({exc.msg} at position {exc.pos}). Send a JSON object."
+    except ValueError as exc:  # nested too deep (never handed to the recursive parser)
+        return f"Arguments for {call.name} are not usable JSON ({exc}). Send a flat JSON object."
     if not isinstance(arguments, dict):
         return f"Arguments for {call.name} must be a JSON object, got {type(arguments).__name__}."
     if spec.parameters:
-        errors = sorted(jsonschema.Draft202012Validator(spec.parameters).iter_errors(arguments), key=lambda e: list(e.path))
+        try:
+            errors = sorted(jsonschema.Draft202012Validator(spec.parameters).iter_errors(arguments), key=lambda e: list(e.path))
+        except Exception:  # a schema problem only validation finds: the arguments cannot be checked, pass them on
+            return None
         if errors:
             where = "/".join(str(p) for p in errors[0].path) or "(root)"
             return f"Arguments for {call.name} do not match its schema at {where}: {errors[0].message}"
