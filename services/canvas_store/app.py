@@ -23,6 +23,7 @@ from services.canvas_store.adapters.sql.canvas_repo import CanvasRepository
 from services.canvas_store.adapters.sql.run_repo import RunRepository
 from services.canvas_store.adapters.sql.session_repo import SessionRepository
 from services.canvas_store.adapters.sql.tenant_repo import TenantRepository
+from services.canvas_store.core import validation
 from services.canvas_store.core.canvases import CanvasService
 from services.canvas_store.core.dsl import template_from_file
 from services.canvas_store.core.ids import now_ms
@@ -117,6 +118,7 @@ class StoreApp:
                                    seed=self.settings.seed_templates)
         if written:
             logger.info("seeded %d canvas templates", written)
+        self._check_packet_size()
         self.canvas_repo.prune_idempotency_keys(now_ms() - self.settings.idempotency_ttl_s * 1000)
         secret = (self.settings.page_token_secret.encode() if self.settings.page_token_secret
                   else self.tenants.page_token_secret())
@@ -129,6 +131,18 @@ class StoreApp:
                                default_ttl_ms=self.settings.default_lease_ttl_ms,
                                max_ttl_ms=self.settings.max_lease_ttl_ms,
                                max_spec_bytes=self.settings.max_dsl_bytes + (1 << 20))
+
+    def _check_packet_size(self) -> None:
+        """Warn when MariaDB/MySQL's max_allowed_packet is too small for the largest canvas write the limits allow.
+
+        A canvas row carries the DSL (up to max_dsl_bytes) and the avatar (4 MiB) and description, and the driver
+        escapes quotes and backslashes inside the JSON text, so a write can take twice their size."""
+        packet = sql_engine.max_packet_bytes(self.db.engine)
+        needed = 2 * (self.settings.max_dsl_bytes + validation.MAX_AVATAR + validation.MAX_DESCRIPTION) + (1 << 20)
+        if packet is not None and packet < needed:
+            logger.warning("MariaDB/MySQL max_allowed_packet is %d bytes; canvases near the size limits need up to "
+                           "%d (set max_allowed_packet=%dM on the server), larger writes fail with RESOURCE_EXHAUSTED",
+                           packet, needed, -(-needed // (1 << 20)))
 
     async def purge_periodically(self) -> None:
         """Every `purge_interval_s`, hard-delete the soft-deleted canvases whose expire_time has passed.

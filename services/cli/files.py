@@ -34,10 +34,29 @@ class CanvasDocument:
     tags: list[str] = field(default_factory=list)
 
 
-def _localised(value: Any) -> str:
-    if isinstance(value, dict):
-        return str(value.get("en") or next(iter(value.values()), ""))
-    return "" if value is None else str(value)
+def _localised(value: Any, field: str) -> str:
+    """A text or RAGFlow's {"en": ..., "zh": ...} (English first); InvalidArgumentError for anything else."""
+    if isinstance(value, dict) and all(isinstance(text, str) for text in value.values()):
+        return value.get("en") or next(iter(value.values()), "")
+    if value is None or isinstance(value, str):
+        return value or ""
+    raise InvalidArgumentError.for_field(field, 'must be a text or an object of texts by language ({"en": ...})')
+
+
+def _tags(value: Any, field: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(tag, str) for tag in value):
+        raise InvalidArgumentError.for_field(field, "must be a list of texts")
+    return list(value)
+
+
+def _permission(value: Any, field: str) -> str:
+    if value in (None, ""):
+        return ""
+    if not isinstance(value, str) or value.upper() not in ("ME", "TEAM"):
+        raise InvalidArgumentError.for_field(field, f"must be ME or TEAM, not {value!r}")
+    return value.upper()
 
 
 def parse_document(raw: Any, *, source: str = "canvas file") -> CanvasDocument:
@@ -48,14 +67,17 @@ def parse_document(raw: Any, *, source: str = "canvas file") -> CanvasDocument:
         dsl = raw["dsl"]
         declared = str(raw.get("canvas_category") or "").lower()
         category = "DATAFLOW" if declared.startswith("dataflow") else "AGENT" if declared.startswith("agent") else ""
+        avatar = raw.get("avatar")
+        if avatar is not None and not isinstance(avatar, str):
+            raise InvalidArgumentError.for_field(f"{source}.avatar", "must be a text (an image URL or data URI)")
         return CanvasDocument(
             dsl=dsl,
-            title=_localised(raw.get("title")),
-            description=_localised(raw.get("description")),
-            avatar=str(raw.get("avatar") or ""),
+            title=_localised(raw.get("title"), f"{source}.title"),
+            description=_localised(raw.get("description"), f"{source}.description"),
+            avatar=avatar or "",
             category=category,
-            permission=str(raw.get("permission") or ""),
-            tags=[str(t) for t in raw.get("tags") or []],
+            permission=_permission(raw.get("permission"), f"{source}.permission"),
+            tags=_tags(raw.get("tags"), f"{source}.tags"),
         )
     if isinstance(raw.get("components"), dict):
         return CanvasDocument(dsl=raw)
@@ -123,7 +145,8 @@ def to_canvas_message(document: CanvasDocument, title: str | None = None) -> can
     if document.category:
         canvas.category = canvas_store_pb2.CanvasCategory.Value(f"CANVAS_CATEGORY_{document.category}")
     if document.permission:
-        canvas.permission = canvas_store_pb2.CanvasPermission.Value(f"CANVAS_PERMISSION_{document.permission.upper()}")
+        canvas.permission = canvas_store_pb2.CanvasPermission.Value(
+            f"CANVAS_PERMISSION_{_permission(document.permission, 'permission')}")
     canvas.dsl.CopyFrom(to_struct(document.dsl))
     return canvas
 

@@ -9,7 +9,9 @@ import pytest
 from agentcanvas.v1 import canvas_store_pb2 as pb
 
 from services.canvas_store.app import bundled_templates
-from services.cli.files import export_document, from_canvas_message, load_document, to_canvas_message
+from services.cli.files import (export_document, from_canvas_message, load_document, parse_document,
+                                to_canvas_message)
+from services.common.errors import InvalidArgumentError
 from services.common.structs import from_struct
 from tests.canvas_store.conftest import unique_title
 
@@ -44,13 +46,35 @@ async def test_round_trip(store, path, tmp_path):
     assert got.category == (pb.CANVAS_CATEGORY_DATAFLOW if path.stem in INGESTION else pb.CANVAS_CATEGORY_AGENT)
 
     exported = tmp_path / "exported.json"
-    exported.write_text(json.dumps(export_document(from_canvas_message(got)), ensure_ascii=False))
-    again = load_document(exported)
-    second = await store.alice.CreateCanvas(pb.CreateCanvasRequest(canvas=to_canvas_message(again, unique_title("re"))))
-    reread = await store.alice.GetCanvas(pb.GetCanvasRequest(id=second.id))
+    first_export = export_document(from_canvas_message(got))
+    exported.write_text(json.dumps(first_export, ensure_ascii=False))
+    # Imported back as it is (title included) by another owner, so the title does not collide with the original.
+    second = await store.bob.CreateCanvas(pb.CreateCanvasRequest(canvas=to_canvas_message(load_document(exported))))
+    reread = await store.bob.GetCanvas(pb.GetCanvasRequest(id=second.id))
     assert from_struct(reread.dsl) == from_struct(got.dsl)
-    assert (reread.description, reread.avatar, reread.category, list(reread.tags), reread.permission) == (
-        got.description, got.avatar, got.category, list(got.tags), got.permission)
+    assert (reread.title, reread.description, reread.avatar, reread.category, list(reread.tags), reread.permission) == (
+        got.title, got.description, got.avatar, got.category, list(got.tags), got.permission)
+    # And exporting the re-imported canvas writes the same document.
+    assert export_document(from_canvas_message(reread)) == first_export
+
+
+BAD_DOCUMENTS = [
+    ({"dsl": {"components": {}}, "tags": "abc"}, "tags"),
+    ({"dsl": {"components": {}}, "tags": [1]}, "tags"),
+    ({"dsl": {"components": {}}, "permission": "everyone"}, "permission"),
+    ({"dsl": {"components": {}}, "title": ["a"]}, "title"),
+    ({"dsl": {"components": {}}, "description": {"en": 3}}, "description"),
+    ({"dsl": {"components": {}}, "avatar": 5}, "avatar"),
+    (["components"], "canvas file"),
+    ({"nodes": []}, "canvas file"),
+]
+
+
+@pytest.mark.parametrize("raw,field", BAD_DOCUMENTS, ids=[f for _, f in BAD_DOCUMENTS])
+def test_malformed_documents_name_the_field(raw, field):
+    with pytest.raises(InvalidArgumentError) as caught:
+        parse_document(raw)
+    assert caught.value.violations[0].field.endswith(field)
 
 
 async def test_templates_are_seeded_and_listed(store):

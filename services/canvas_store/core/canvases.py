@@ -277,17 +277,25 @@ class CanvasService:
         binding = PageTokenCodec.binding("canvases", caller.tenant_id, caller.user_id, flt.fingerprint(),
                                          ordering.fingerprint(), *(["deleted"] if show_deleted else []))
         after = self._tokens.decode(page_token, binding)
-        if after is not None and (len(after) != 2 or not isinstance(after[1], str)):
+        key_type = int if ordering.key == "update_time" else str
+        if after is not None and (len(after) not in (2, 3) or not isinstance(after[0], key_type)
+                                  or not isinstance(after[1], str) or (len(after) == 3 and not isinstance(after[2], int))):
             raise InvalidArgumentError.for_field("page_token", "is malformed; start again without it")
-        rows = self._canvases.list_canvases(tenant_id=caller.tenant_id, user_id=caller.user_id,
-                                            is_member=caller.is_member, flt=flt, ordering=ordering, after=after,
-                                            limit=size, show_deleted=show_deleted)
+        # Paging while canvases change (README, Listing): later pages of a walk leave out canvases changed or
+        # created in or after the millisecond of its first page, so a canvas moved by an update (to the end
+        # in `update_time asc`, elsewhere by a new title) cannot show up twice, and every canvas unchanged
+        # since before the walk shows up exactly once. In `update_time desc` the keyset implies the bound (an
+        # updated canvas moves ahead of the position). Tokens from before the bound (two elements) page
+        # without it.
+        snapshot = (after[2] if len(after) == 3 else None) if after is not None else now_ms()
+        bounded = snapshot is not None and not (ordering.key == "update_time" and ordering.descending)
+        rows, position = self._canvases.list_canvases(tenant_id=caller.tenant_id, user_id=caller.user_id,
+                                            is_member=caller.is_member, flt=flt, ordering=ordering,
+                                            after=after[:2] if after else None, limit=size, show_deleted=show_deleted,
+                                            changed_before=snapshot if bounded and after is not None else None)
         token = ""
-        if len(rows) > size:
-            rows = rows[:size]
-            last = rows[-1]
-            token = self._tokens.encode(binding, [last.update_time_ms if ordering.key == "update_time" else last.title,
-                                                  last.id])
+        if position is not None:
+            token = self._tokens.encode(binding, position + ([snapshot] if snapshot is not None else []))
         return Page(rows, token)
 
     # ---- revisions -------------------------------------------------------------------------------

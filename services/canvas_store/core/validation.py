@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable
 
 from services.canvas_store.core.ids import is_id
@@ -21,18 +22,53 @@ _OUTPUT_ONLY_CANVAS_FIELDS = {"name", "id", "tenant_id", "owner_id", "etag", "cr
                               "head_revision_id", "published_revision_id", "category", "delete_time", "expire_time"}
 
 
+def _control_character(value: str) -> str | None:
+    """The first control character (Unicode category Cc: C0, DEL, C1) in `value`, or None."""
+    for char in value:
+        if unicodedata.category(char) == "Cc":
+            return char
+    return None
+
+
+def _invisible(value: str) -> bool:
+    """Whether `value` has nothing to show: only whitespace and format characters (zero-width space, BOM, ...)."""
+    return all(char.isspace() or unicodedata.category(char) == "Cf" for char in value)
+
+
+def title_key(value: str) -> str:
+    """The case-insensitive key of a title (uniqueness per owner and category, the `title:` filter).
+
+    Lower case, one character for one: `str.lower` turns U+0130 (capital I with dot) into two characters,
+    which would let a 255-character title overflow the 255-character `title_key` column on PostgreSQL and
+    MariaDB; such a character keeps only the first character of its lower-case form ("i").
+    """
+    key = value.lower()
+    if len(key) == len(value):
+        return key
+    return "".join(char.lower()[0] for char in value)
+
+
 def title(value: str, field: str = "canvas.title") -> str:
+    """Trimmed; 1..MAX_TITLE characters, something visible, no control characters (a title is one line)."""
     cleaned = value.strip()
-    if not cleaned:
+    if not cleaned or _invisible(cleaned):
         raise InvalidArgumentError.for_field(field, "is required and must not be blank")
     if len(cleaned) > MAX_TITLE:
         raise InvalidArgumentError.for_field(field, f"is {len(cleaned)} characters; at most {MAX_TITLE} allowed")
+    bad = _control_character(cleaned)
+    if bad is not None:
+        raise InvalidArgumentError.for_field(field, f"contains the control character U+{ord(bad):04X}; a title is one "
+                                                    "line of text")
     return cleaned
 
 
 def text(value: str, field: str, limit: int) -> str:
-    if len(value) > limit:
-        raise InvalidArgumentError.for_field(field, f"is {len(value)} characters; at most {limit} allowed")
+    """At most `limit` bytes of UTF-8 (what the database stores, whatever the script)."""
+    if len(value) * 4 <= limit:  # UTF-8 takes at most 4 bytes a character: no need to encode
+        return value
+    if len(value) > limit or len(value.encode("utf-8", "surrogatepass")) > limit:
+        raise InvalidArgumentError.for_field(field, f"is {len(value.encode('utf-8', 'surrogatepass'))} bytes of "
+                                                    f"UTF-8; at most {limit} allowed")
     return value
 
 
@@ -46,6 +82,9 @@ def tags(values: Iterable[str], field: str = "canvas.tags") -> list[str]:
             continue
         if len(tag) > MAX_TAG:
             raise InvalidArgumentError.for_field(f"{field}[{index}]", f"is longer than {MAX_TAG} characters")
+        bad = _control_character(tag)
+        if bad is not None:
+            raise InvalidArgumentError.for_field(f"{field}[{index}]", f"contains the control character U+{ord(bad):04X}")
         if tag.lower() not in seen:
             seen.add(tag.lower())
             result.append(tag)
@@ -101,7 +140,9 @@ def canvas_update_mask(paths: list[str]) -> list[str]:
             raise InvalidArgumentError.for_field("update_mask", "'*' cannot be combined with other paths")
         return list(UPDATABLE_CANVAS_FIELDS)
     result: list[str] = []
-    for path in paths:
+    for index, path in enumerate(paths):
+        if not path.strip():
+            raise InvalidArgumentError.for_field(f"update_mask.paths[{index}]", "is empty; name a field")
         if path in _OUTPUT_ONLY_CANVAS_FIELDS:
             raise InvalidArgumentError.for_field(f"update_mask.{path}", "is output only or immutable")
         if path not in UPDATABLE_CANVAS_FIELDS:

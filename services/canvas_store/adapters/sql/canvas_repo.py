@@ -25,7 +25,7 @@ from services.canvas_store.core.canvases import QUICK_PATHS, canvas_target, idem
 from services.canvas_store.core.filters import CanvasFilter, Ordering
 from services.canvas_store.core.ids import new_etag, new_id, now_ms
 from services.canvas_store.core.policy import Action, Caller, permits
-from services.canvas_store.core.validation import same_request
+from services.canvas_store.core.validation import same_request, title_key
 from services.canvas_store.core.types import Canvas, Category, DslChange, Permission, Revision
 from services.common.errors import AbortedError, AlreadyExistsError
 from services.common.lru import LRU
@@ -125,18 +125,24 @@ class CanvasRepository:
 
     def list_canvases(self, *, tenant_id: str, user_id: str, is_member: bool, flt: CanvasFilter,
                       ordering: Ordering, after: list[Any] | None, limit: int,
-                      show_deleted: bool = False) -> list[Canvas]:
-        """Keyset page of visible canvases; returns up to `limit` + 1 rows so the caller knows if more exist.
+                      show_deleted: bool = False,
+                      changed_before: int | None = None) -> tuple[list[Canvas], list[Any] | None]:
+        """Keyset page of visible canvases: up to `limit` canvases and the keyset position after the last of them
+        ([sort key, id]), or None when no more canvases follow.
 
         On MySQL/MariaDB the page is found as ids first (answered from the covering list index) and the rows
-        are fetched by id afterwards: its optimizer otherwise reads every skipped row in full. The statement is
+        are fetched by id afterwards: its optimizer otherwise reads every skipped row in full. The position and
+        whether more follow come from the first statement: under READ COMMITTED the second one may already see
+        a later update_time (or title) of a row, and a position taken from it would skip every canvas in
+        between; a row gone in between would have ended the walk early. The statement is
         built once per shape of request (which filters, how many tags, ordering, first page or not) with every
-        value bound, and kept (64 shapes, least recently used dropped first).
+        value bound, and kept (64 shapes, least recently used dropped first). `changed_before`: only canvases
+        whose update_time is before this (a walk's later pages, see CanvasService.list).
         """
         deferred = self._db.backend == "mysql"
         shape = (is_member, show_deleted, bool(flt.title), bool(flt.category), bool(flt.permission), bool(flt.owner),
                  tuple(len(group) for group in flt.tags_any), len(flt.tags_all), ordering.key, ordering.descending,
-                 after is not None)
+                 after is not None, changed_before is not None)
         with self._list_lock:
             query = self._list_statements.hit(shape)
         if query is None:
@@ -145,7 +151,7 @@ class CanvasRepository:
                 self._list_statements.keep(shape, query)
         params: dict[str, Any] = {"b_tenant": tenant_id, "b_user": user_id, "b_limit": limit + 1}
         if flt.title:
-            params["b_title"] = "%" + _escape_like(flt.title.lower()) + "%"
+            params["b_title"] = "%" + _escape_like(title_key(flt.title)) + "%"
         if flt.category:
             params["b_category"] = flt.category.value
         if flt.permission:
@@ -158,13 +164,19 @@ class CanvasRepository:
             params[f"b_all_{index}"] = tag
         if after is not None:
             params["b_after_key"], params["b_after_id"] = after
+        if changed_before is not None:
+            params["b_changed_before"] = changed_before
+        key = "update_time" if ordering.key == "update_time" else "title"
         with self._db.read() as conn:
-            rows = conn.execute(query, params).all()
-            if deferred and rows:
-                ids = [row.id for row in rows]
+            found = conn.execute(query, params).all()
+            page = found[:limit]
+            position = [page[-1]._mapping[key], page[-1].id] if len(found) > limit else None
+            rows = page
+            if deferred and page:
+                ids = [row.id for row in page]
                 by_id = {row.id: row for row in conn.execute(sa.select(*_SUMMARY_COLUMNS).where(canvases.c.id.in_(ids)))}
                 rows = [by_id[canvas_id] for canvas_id in ids if canvas_id in by_id]
-        return [canvas_from_row(row) for row in rows]
+        return [canvas_from_row(row) for row in rows], position
 
     def get_revision(self, canvas_id: str, revision_id: str) -> Revision | None:
         with self._db.read() as conn:
@@ -236,7 +248,7 @@ class CanvasRepository:
             now = now_ms()
             conn.execute(sa.insert(canvases).values(
                 id=canvas.id, tenant_id=canvas.tenant_id, owner_id=canvas.owner_id, title=canvas.title,
-                title_key=canvas.title.lower(), description=canvas.description, avatar=canvas.avatar,
+                title_key=title_key(canvas.title), description=canvas.description, avatar=canvas.avatar,
                 permission=canvas.permission.value, release=canvas.release, category=canvas.category.value,
                 tags=canvas.tags, dsl=change.dsl, etag=canvas.etag, head_revision_id=revision_id,
                 published_revision_id="", revision_counter=1, create_time=now, update_time=now))
@@ -288,9 +300,9 @@ class CanvasRepository:
         etag = new_etag()
         values.update(etag=etag, update_time=now)
         if "title" in values:
-            values["title_key"] = values["title"].lower()
+            values["title_key"] = title_key(values["title"])
         new_revision_id = ""
-        if "title" in values and values["title_key"] != current.title.lower():
+        if "title" in values and values["title_key"] != title_key(current.title):
             probe = Canvas(**{**current.__dict__, "title": values["title"]})
             self._check_title_free(conn, probe, exclude_id=current.id)
         if change is not None:
@@ -389,7 +401,7 @@ class CanvasRepository:
     def _check_title_free(self, conn: Connection, canvas: Canvas, exclude_id: str | None) -> None:
         query = sa.select(canvases.c.id).where(
             canvases.c.tenant_id == canvas.tenant_id, canvases.c.owner_id == canvas.owner_id,
-            canvases.c.category == canvas.category.value, canvases.c.title_key == canvas.title.lower())
+            canvases.c.category == canvas.category.value, canvases.c.title_key == title_key(canvas.title))
         if exclude_id:
             query = query.where(canvases.c.id != exclude_id)
         if conn.execute(query.limit(1)).first() is not None:
@@ -424,14 +436,15 @@ def _list_statement(deferred: bool, shape: tuple[Any, ...]) -> sa.Select:
 
     Why cached per shape: building the expression and its cache key costs SQLAlchemy ~0.7 ms per page,
     about as much as the indexed query itself. Names: b_tenant, b_user, b_title, b_category, b_permission,
-    b_owner, b_any_<group>_<n>, b_all_<n>, b_after_key, b_after_id, b_limit.
+    b_owner, b_any_<group>_<n>, b_all_<n>, b_after_key, b_after_id, b_changed_before, b_limit.
     """
     (is_member, show_deleted, title, category, permission, owner, any_sizes, all_count, order_key, descending,
-     paged) = shape
+     paged, bounded) = shape
     visible = canvases.c.owner_id == sa.bindparam("b_user")
     if is_member:
         visible = sa.or_(visible, canvases.c.permission == Permission.TEAM.value)
-    query = sa.select(*([canvases.c.id] if deferred else _SUMMARY_COLUMNS)).where(
+    key = canvases.c.update_time if order_key == "update_time" else canvases.c.title
+    query = sa.select(*([canvases.c.id, key] if deferred else _SUMMARY_COLUMNS)).where(
         canvases.c.tenant_id == sa.bindparam("b_tenant"), visible)
     if not show_deleted:
         query = query.where(canvases.c.delete_time == 0)
@@ -449,7 +462,8 @@ def _list_statement(deferred: bool, shape: tuple[Any, ...]) -> sa.Select:
     for index in range(all_count):
         query = query.where(sa.exists().where(canvas_tags.c.canvas_id == canvases.c.id,
                                               canvas_tags.c.tag == sa.bindparam(f"b_all_{index}")))
-    key = canvases.c.update_time if order_key == "update_time" else canvases.c.title
+    if bounded:
+        query = query.where(canvases.c.update_time < sa.bindparam("b_changed_before", type_=canvases.c.update_time.type))
     if paged:
         query = query.where(keyset_after(key, canvases.c.id, [sa.bindparam("b_after_key", type_=key.type),
                                                               sa.bindparam("b_after_id", type_=canvases.c.id.type)],

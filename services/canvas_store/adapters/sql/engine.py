@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import logging
 import threading
 import time
@@ -41,7 +42,7 @@ from sqlalchemy.engine import Connection, Engine
 from services.canvas_store.adapters.sql import loop_io
 from services.canvas_store.adapters.sql.loop_connections import LoopConnections
 from services.common import telemetry
-from services.common.errors import AbortedError, InvalidArgumentError, UnavailableError
+from services.common.errors import AbortedError, InvalidArgumentError, ResourceExhaustedError, UnavailableError
 
 logger = logging.getLogger(__name__)
 
@@ -136,6 +137,24 @@ class Database:
         self.engine.dispose()
 
 
+def json_text(value: Any) -> str:
+    """How JSON columns are written: compact UTF-8 text, as `dsl.canonical_json` measures it (key order kept).
+
+    SQLAlchemy's default (`json.dumps`) escapes every non-ASCII character (6 bytes for a CJK character, 12 for
+    an emoji) and adds a space after each separator, so an 8 MiB DSL of Chinese prompts became a ~17 MiB
+    statement, which MariaDB's default max_allowed_packet (16 MiB) refused.
+    """
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def max_packet_bytes(engine: Engine) -> int | None:
+    """MariaDB/MySQL's max_allowed_packet (the largest statement it accepts); None on other backends."""
+    if engine.dialect.name != "mysql":
+        return None
+    with engine.connect() as connection:
+        return int(connection.execute(sa.text("SELECT @@max_allowed_packet")).scalar_one())
+
+
 def open_database(url: str, *, pool_size: int = 8, loop_statements: bool = False) -> Database:
     """Create an engine tuned for the backend named by `url`.
 
@@ -154,16 +173,18 @@ def open_database(url: str, *, pool_size: int = 8, loop_statements: bool = False
             connect_args={"check_same_thread": False, "timeout": 30},
             pool_size=pool_size,
             max_overflow=2 * pool_size,
+            json_serializer=json_text,
         )
         _install_sqlite_hooks(engine)
     elif backend == "postgresql":
-        engine = sa.create_engine(url, pool_size=pool_size, max_overflow=2 * pool_size, pool_pre_ping=True)
+        engine = sa.create_engine(url, pool_size=pool_size, max_overflow=2 * pool_size, pool_pre_ping=True,
+                                  json_serializer=json_text)
         if loop_statements:
             loop_connections = LoopConnections.for_engine(engine, pool_size)
     elif backend in ("mysql", "mariadb"):
         engine = sa.create_engine(
             url, pool_size=pool_size, max_overflow=2 * pool_size, pool_pre_ping=True, pool_recycle=3600,
-            isolation_level="READ COMMITTED",
+            isolation_level="READ COMMITTED", json_serializer=json_text,
         )
     else:
         raise InvalidArgumentError.for_field("store.database_url", f"unsupported database backend {backend!r}")
@@ -211,6 +232,10 @@ class translate_db_errors:  # noqa: N801 - used like the function-style context 
                                reason="CONCURRENT_MODIFICATION") from error
         if isinstance(error, exc.OperationalError):
             text = str(error.orig).lower()
+            if "max_allowed_packet" in text:  # MariaDB/MySQL 1153: the same statement would fail again
+                raise ResourceExhaustedError(
+                    "the statement is larger than the database's max_allowed_packet; raise it on the server "
+                    "(see the canvas_store README, Databases)", reason="DATABASE_PACKET_TOO_LARGE") from error
             if "deadlock" in text or "serializ" in text or "lock wait timeout" in text or "database is locked" in text:
                 raise AbortedError("the write conflicted with a concurrent transaction; retry",
                                    reason="CONCURRENT_MODIFICATION") from error
