@@ -140,32 +140,45 @@ def find_bad_value(message: struct_pb2.Struct | struct_pb2.Value | struct_pb2.Li
     Problems: a NaN or infinite number; with `nul`, a NUL character in a string or a key (PostgreSQL cannot
     store one). Paths are `.key` for object members and `[i]` for list items. Iterative: any depth is fine.
     """
-    stack: list[tuple[tuple | None, Any]] = [(None, message)]
+    # Only containers wait on the stack: scalars are checked as they are met, so their upb wrappers die at
+    # once. Keeping a wrapper per value alive costs upb superlinear time (a flat list of 1M numbers: 15 s
+    # instead of 0.6 s).
+    stack: list[tuple[tuple | None, Any]] = []
     pop, push = stack.pop, stack.append
     struct_type, list_type = struct_pb2.Struct, struct_pb2.ListValue
+
+    def scalar_problem(value: struct_pb2.Value) -> str | None:
+        kind = value.WhichOneof("kind")
+        if kind == "string_value":
+            return _NUL if nul and "\x00" in value.string_value else None
+        if kind == "number_value":
+            number = value.number_value
+            return _NON_FINITE if number != number or number == _INF or number == -_INF else None
+        if kind == "struct_value":
+            push((node, value.struct_value))
+        elif kind == "list_value":
+            push((node, value.list_value))
+        return None
+
+    node: tuple | None = None
+    if isinstance(message, (struct_type, list_type)):
+        push((None, message))
+    elif (problem := scalar_problem(message)) is not None:
+        return "", problem
     while stack:
-        node, item = pop()
+        parent, item = pop()
         if isinstance(item, struct_type):
             for key, value in item.fields.items():
                 if nul and "\x00" in key:
-                    return _path(node), _NUL_KEY
-                push(((node, "." + key), value))
-        elif isinstance(item, list_type):
-            for index, value in enumerate(item.values):
-                push(((node, f"[{index}]"), value))
+                    return _path(parent), _NUL_KEY
+                node = (parent, "." + key)
+                if (problem := scalar_problem(value)) is not None:
+                    return _path(node), problem
         else:
-            kind = item.WhichOneof("kind")
-            if kind == "string_value":
-                if nul and "\x00" in item.string_value:
-                    return _path(node), _NUL
-            elif kind == "number_value":
-                number = item.number_value
-                if number != number or number == _INF or number == -_INF:
-                    return _path(node), _NON_FINITE
-            elif kind == "struct_value":
-                push((node, item.struct_value))
-            elif kind == "list_value":
-                push((node, item.list_value))
+            for index, value in enumerate(item.values):
+                node = (parent, f"[{index}]")
+                if (problem := scalar_problem(value)) is not None:
+                    return _path(node), problem
     return None
 
 
