@@ -64,6 +64,7 @@ def sandbox_section(backend: str, work_root: Path, podman_url: str | None, **ove
         "defaults": {"wall_time_ms": 15_000, "cpu_time_ms": 15_000, "memory_bytes": 128 << 20, "pids": 64,
                      "output_bytes": 64 << 10, "file_size_bytes": 4 << 20, "open_files": 128},
         "reap_interval_s": 3600,
+        "work_dir_bytes": 32 << 20,
     }
     if podman_url:
         section["docker"] = {"base_url": podman_url}

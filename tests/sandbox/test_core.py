@@ -37,6 +37,7 @@ def test_limits_take_defaults_are_capped_and_floored():
 @pytest.mark.parametrize("name,ok", [
     ("chart.png", True), ("data.CSV", True), ("../x.png", False), (".hidden.png", False), ("a/b.png", False),
     ("evil.exe", False), ("noext", False), ("bad\nname.txt", False), ("x" * 300 + ".png", False),
+    ("\udcff\udcfe.txt", False),  # bytes that are not UTF-8, as os.listdir / tarfile decode them
 ])
 def test_artifact_names(name, ok):
     assert acceptable_name(name) is ok

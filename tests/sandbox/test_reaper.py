@@ -25,6 +25,10 @@ async def test_reaper_removes_a_dead_servers_leftovers(sandbox):
     if sandbox.name == "local":
         backend.layout.create(stale)
         (backend.jobs_dir / stale).mkdir()
+        if backend._mount_work:  # a dead server's job directory is still a mounted tmpfs
+            from services.sandbox.adapters.local import mount_work_tmpfs
+
+            mount_work_tmpfs(backend.jobs_dir / stale, 1 << 20)
         (backend.jobs_dir / stale / "left.txt").write_text("x")
     else:
         backend.client.containers.create(backend.docker.image, ["/usr/bin/sleep", "infinity"], name=stale,
@@ -40,6 +44,7 @@ async def test_reaper_removes_a_dead_servers_leftovers(sandbox):
     if sandbox.name == "local":
         present = set(backend.layout.children())
         assert not (backend.jobs_dir / stale).exists()
+        assert str(backend.jobs_dir / stale) not in open("/proc/self/mounts").read()
     else:
         present = {n.lstrip("/") for c in backend.api.containers(all=True, filters={"label": LABEL}) for n in c["Names"]}
     assert stale not in present

@@ -317,3 +317,13 @@ def test_docker_archive_reader_streams_and_stops_after_the_cap(tmp_path):
         ok=True, result=json.dumps("z" * (MAX_STATUS_BYTES - 100)))
     problem = parse_status(content, size=size)
     assert isinstance(problem, StatusProblem) and problem.reason is ExitReason.OUTPUT_LIMIT and str(len(over)) in problem.message
+
+
+def test_parse_status_makes_lone_surrogates_utf8_safe():
+    result = json.dumps({"\udcff": ["\ud800"]}, ensure_ascii=False)  # what the Python runner may write
+    status = parse_status(json.dumps({"ok": True, "result": result}).encode())
+    assert isinstance(status, RunnerStatus)
+    status.result.encode("utf-8")
+    assert json.loads(status.result) == {"\udcff": ["\ud800"]}
+    failed = parse_status(json.dumps({"ok": False, "error": {"type": "E\udcff", "message": "m\ud800", "memory": False}}).encode())
+    assert isinstance(failed, RunnerStatus) and failed.error == {"type": "E?", "message": "m?", "memory": False}

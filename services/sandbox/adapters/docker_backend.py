@@ -50,6 +50,7 @@ JOB_DIR = "/work/job"
 PYTHON_PATH_MOUNT = "/opt/agentcanvas/python"
 KILL_EXEC_TIMEOUT_S = 5.0
 ARCHIVE_CHUNK = 1 << 20
+STATUS_KEY = "\0status"  # not a file name: artifacts never collide with it
 DOCKER_API_ERRORS = (docker.errors.DockerException, OSError)
 
 
@@ -374,36 +375,53 @@ class DockerBackend:
         return 0
 
     def collect(self, container_id: str, max_artifacts: int, max_artifact_bytes: int) -> Collected:
+        """One archive of /work (a tmpfs mount point, so the job cannot swap it for a symlink): the status
+        record and the artifacts are picked from it by member name. Archiving `.sbx/status.json` or
+        `job/artifacts` by path would make the engine follow a symlink the job put there (to /proc/self,
+        that read stalls until the client's timeout)."""
+
+        def select(parts: list[str]) -> tuple[str, int] | None:
+            if parts == ["work", ".sbx", "status.json"]:
+                return STATUS_KEY, MAX_STATUS_BYTES
+            if len(parts) == 4 and parts[:3] == ["work", "job", OUTPUT_DIR_NAME]:
+                return parts[3], max_artifact_bytes
+            return None
+
         raw: bytes | None = None
         size: int | None = None
         try:
-            files = self._archive_files(container_id, f"{CONTROL_DIR}/status.json", MAX_STATUS_BYTES)
+            files = self._archive_files(container_id, "/work", max_artifact_bytes, select)
         except (*DOCKER_API_ERRORS, tarfile.TarError) as exc:
-            logger.warning("status record of %s not readable: %r", container_id[:12], exc)
+            logger.warning("status record and artifacts of %s not readable: %r", container_id[:12], exc)
             files = {}
-        if "status.json" in files:
-            size, raw = files["status.json"]
+        if STATUS_KEY in files:
+            size, raw = files.pop(STATUS_KEY)
         status = parse_status(raw, size=size)
         artifacts: list[ArtifactFile] = []
-        with contextlib.suppress(*DOCKER_API_ERRORS, tarfile.TarError):
-            files = self._archive_files(container_id, f"{JOB_DIR}/{OUTPUT_DIR_NAME}", max_artifact_bytes)
-            for name in sorted(files):
-                if len(artifacts) >= max_artifacts:
-                    break
-                size, content = files[name]
-                if not acceptable_name(name):
-                    continue
-                if size > max_artifact_bytes:
-                    artifacts.append(ArtifactFile(name, mime_type(name, content[:16]), size, b"", True))
-                else:
-                    artifacts.append(ArtifactFile(name, mime_type(name, content[:16]), size, content))
+        for name in sorted(files):
+            if len(artifacts) >= max_artifacts:
+                break
+            size, content = files[name]
+            if not acceptable_name(name):
+                continue
+            if size > max_artifact_bytes:
+                artifacts.append(ArtifactFile(name, mime_type(name, content[:16]), size, b"", True))
+            else:
+                artifacts.append(ArtifactFile(name, mime_type(name, content[:16]), size, content))
         return Collected(status=status, artifacts=artifacts)
 
-    def _archive_files(self, container_id: str, path: str, max_bytes: int) -> dict[str, tuple[int, bytes]]:
-        """Regular files directly under `path` (or `path` itself): name -> (size from the tar header, content).
-        Content is the whole file when it is at most max_bytes, else its first max_bytes + 1 bytes (so a
-        caller sees that it is over). The archive is read as a stream: memory stays bounded by max_bytes,
-        not by what the job wrote."""
+    def _archive_files(self, container_id: str, path: str, max_bytes: int,
+                       select: Any = None) -> dict[str, tuple[int, bytes]]:
+        """Regular files of the archive of `path`: key -> (size from the tar header, content). `select(parts)`
+        maps a member's path components to (key, byte cap) or None to skip it; by default, the files
+        directly under `path` (or `path` itself), capped at max_bytes. Content is the whole file when it
+        is within its cap, else its first cap + 1 bytes (so a caller sees that it is over). The archive
+        is read as a stream: memory stays bounded by the caps, not by what the job wrote."""
+
+        def default(parts: list[str]) -> tuple[str, int] | None:
+            return (parts[-1], max_bytes) if len(parts) <= 2 else None
+
+        select = select or default
         try:
             stream, _ = self.api.get_archive(container_id, path, chunk_size=ARCHIVE_CHUNK)
         except docker.errors.NotFound:
@@ -412,11 +430,14 @@ class DockerBackend:
         try:
             with tarfile.open(fileobj=io.BufferedReader(_ChunkReader(stream), ARCHIVE_CHUNK), mode="r|") as archive:
                 for member in archive:
-                    parts = member.name.strip("/").split("/")
-                    if not member.isreg() or len(parts) > 2:
-                        continue  # symlinks, devices, nested directories: never followed, never returned
+                    if not member.isreg():
+                        continue  # symlinks, devices, FIFOs, directories: never followed, never returned
+                    wanted = select(member.name.strip("/").split("/"))
+                    if wanted is None:
+                        continue
+                    key, cap = wanted
                     handle = archive.extractfile(member)
-                    found[parts[-1]] = (member.size, _read_up_to(handle, max_bytes + 1) if handle else b"")
+                    found[key] = (member.size, _read_up_to(handle, cap + 1) if handle else b"")
         finally:
             close = getattr(stream, "close", None)
             if close is not None:

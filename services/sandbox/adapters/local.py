@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import errno
 import json
 import logging
 import os
@@ -49,6 +51,9 @@ PYTHON_PATH_MOUNT = "/opt/agentcanvas/python"
 READY = b"READY\n"
 SPAWN_TIMEOUT_S = 60.0
 READ_CHUNK = 1 << 16
+MS_NOSUID, MS_NODEV = 2, 4
+MNT_DETACH, UMOUNT_NOFOLLOW = 2, 8
+_LIBC = ctypes.CDLL(None, use_errno=True)
 # sh joins the cgroups named before "--" and execs the rest; no environment, absolute paths only.
 JOIN_CGROUPS = 'unset PWD OLDPWD; for f in "$@"; do if [ "$f" = "--" ]; then break; fi; echo $$ > "$f" || exit 125; shift; done; shift; exec "$@"'
 
@@ -61,6 +66,29 @@ def _traversable_by_others(path: Path, readable: bool = True) -> bool:
         if not mode & stat.S_IXOTH:
             return False
     return not readable or bool(current.stat().st_mode & stat.S_IROTH)
+
+
+def mount_work_tmpfs(path: Path, size: int) -> None:
+    """A size-capped tmpfs owned by 65534 on a job directory: RLIMIT_FSIZE caps one file, this caps them
+    all (a job writing many files could otherwise fill the host's disk). Its pages are charged to the
+    job's memory cgroup like /tmp's."""
+    options = f"size={size},mode=0700,uid={SANDBOX_UID},gid={SANDBOX_UID}".encode()
+    if _LIBC.mount(b"tmpfs", os.fsencode(path), b"tmpfs", MS_NOSUID | MS_NODEV, options) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), str(path))
+
+
+def unmount_work_tmpfs(path: Path) -> None:
+    """Detaches the tmpfs on `path` (its memory is freed); nothing when `path` is not a mount point."""
+    if _LIBC.umount2(os.fsencode(path), MNT_DETACH | UMOUNT_NOFOLLOW) != 0:
+        code = ctypes.get_errno()
+        if code not in (errno.EINVAL, errno.ENOENT):
+            logger.warning("could not unmount %s: %s", path, os.strerror(code))
+
+
+def _remove_job_dir(directory: Path) -> None:
+    unmount_work_tmpfs(directory)
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 @dataclass
@@ -174,6 +202,7 @@ class LocalBackend:
         self._live: set[str] = set()
         self._reaper: asyncio.Task[None] | None = None
         self._bwrap = shutil.which("bwrap") or "/usr/bin/bwrap"
+        self._mount_work = True
 
     # ---- lifecycle -------------------------------------------------------------------------------
 
@@ -189,6 +218,7 @@ class LocalBackend:
             raise FailedPreconditionError(f"local sandbox: {exc}") from exc
         self._bpf = build_filter_bpf()
         await asyncio.to_thread(self._prepare_dirs)
+        self._mount_work = await asyncio.to_thread(self._can_mount_work)
         self._versions = await self._probe_versions()
         await self.reap()
         for language, size in self.settings.pool.items():
@@ -246,6 +276,19 @@ class LocalBackend:
                 self._python_paths.append(str(path.resolve()))
             else:
                 logger.warning("sandbox.python_paths entry %s is not readable by uid %d; not mounted", raw, SANDBOX_UID)
+
+    def _can_mount_work(self) -> bool:
+        probe = self.jobs_dir / f".mount-probe-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        probe.mkdir(mode=0o700)
+        try:
+            mount_work_tmpfs(probe, 1 << 20)
+        except OSError as exc:
+            logger.warning("local sandbox: cannot mount a tmpfs on job directories (%s); /work is then only "
+                           "bounded per file by file_size_bytes, not in total", exc)
+            return False
+        finally:
+            _remove_job_dir(probe)
+        return True
 
     async def _probe_versions(self) -> dict[str, str]:
         probes = {
@@ -327,10 +370,17 @@ class LocalBackend:
         rlimits = self._rlimits(language, limits or self.settings.defaults)
         directory = self.jobs_dir / name
         directory.mkdir(mode=0o700)
-        os.chown(directory, SANDBOX_UID, SANDBOX_UID)
-        cgroup = self.layout.create(name)
-        defaults = self.settings.defaults
-        cgroup.set_limits(defaults.memory_bytes, defaults.pids, self.settings.cpu_quota_cores)
+        try:
+            os.chown(directory, SANDBOX_UID, SANDBOX_UID)
+            if self._mount_work:
+                mount_work_tmpfs(directory, self.settings.work_dir_bytes)
+            cgroup = self.layout.create(name)
+            defaults = self.settings.defaults
+            cgroup.set_limits(defaults.memory_bytes, defaults.pids, self.settings.cpu_quota_cores)
+        except BaseException:
+            self._remove_worker_files(self.layout.attach(name), directory)
+            self._live.discard(name)
+            raise
         seccomp_read, seccomp_write = os.pipe()
         os.write(seccomp_write, self._bpf)
         os.close(seccomp_write)
@@ -341,8 +391,9 @@ class LocalBackend:
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
                 pass_fds=(seccomp_read, status_write), env={}, cwd="/", start_new_session=True,
             )
-        except OSError:
+        except BaseException:  # also a cancelled spawn (pool closing): no directory, mount or cgroup stays
             os.close(status_read)
+            self._remove_worker_files(cgroup, directory)
             self._live.discard(name)
             raise
         finally:
@@ -378,7 +429,7 @@ class LocalBackend:
 
     @staticmethod
     def _remove_worker_files(cgroup: JobCgroup, directory: Path) -> bool:
-        shutil.rmtree(directory, ignore_errors=True)
+        _remove_job_dir(directory)  # before the cgroup goes: the tmpfs pages are charged to it
         return cgroup.remove()
 
     # ---- jobs ------------------------------------------------------------------------------------
@@ -425,7 +476,7 @@ class LocalBackend:
                 removed += 1
         for entry in self._entries(self.jobs_dir):
             if self._stale(entry.name):
-                shutil.rmtree(entry, ignore_errors=True)
+                _remove_job_dir(entry)
                 removed += 1
         for entry in self._entries(self.cache_dir):
             if not owner_alive(entry.name):  # caches live as long as their server

@@ -16,10 +16,17 @@ OUTPUT_DIR_NAME = "artifacts"
 
 
 def acceptable_name(name: str) -> bool:
-    """A plain file name: no path, no dot file, no control characters, an allowed extension."""
+    """A plain file name: no path, no dot file, no control characters, valid UTF-8, an allowed extension.
+
+    Names come from os.listdir / tar headers, which turn bytes that are not UTF-8 into lone surrogates;
+    protobuf strings cannot carry those (the whole RPC would fail), so such files are skipped."""
     if not name or len(name) > 200 or name.startswith(".") or "/" in name or "\\" in name or ".." in name:
         return False
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+        return False
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
         return False
     _, dot, extension = name.rpartition(".")
     return bool(dot) and extension.lower() in ALLOWED_EXTENSIONS

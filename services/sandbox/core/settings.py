@@ -85,6 +85,8 @@ class SandboxSettings:
     node: str = "/usr/bin/node"
     python_paths: tuple[str, ...] = field(default_factory=_default_site_packages)
     cpu_quota_cores: float = 1.0
+    work_dir_bytes: int = 128 * MiB
+    """local: size of the tmpfs mounted on each job's /work (its directory would otherwise fill the host's disk)."""
     docker: DockerSettings = DockerSettings()
 
     @property

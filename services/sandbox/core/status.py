@@ -18,6 +18,7 @@ from it reaches a problem's message.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -71,6 +72,20 @@ def _invalid(detail: str) -> StatusProblem:
     return StatusProblem("invalid", f"the runner's status record {detail}")
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+"""JSON's \\udXXX escapes decode to lone surrogates, which UTF-8 (and so a proto string) cannot carry."""
+
+
+def _escape_surrogates(json_text: str) -> str:
+    """Valid JSON text with each lone surrogate written as its \\uXXXX escape: the same JSON value."""
+    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", json_text)
+
+
+def _printable_error(error: dict[str, Any]) -> dict[str, Any]:
+    """The error with its type and message made UTF-8-safe (they end up in the Exit message)."""
+    return {key: _LONE_SURROGATE.sub("?", value) if isinstance(value, str) else value for key, value in error.items()}
+
+
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
@@ -110,4 +125,5 @@ def parse_status(raw: bytes | None, *, size: int | None = None) -> RunnerStatus 
             json.loads(result, parse_constant=_refuse_constant)
         except (ValueError, RecursionError):
             return _invalid("has a 'result' that is not JSON text")
-    return RunnerStatus(ok=ok, result=result, error=error)
+        result = _escape_surrogates(result)
+    return RunnerStatus(ok=ok, result=result, error=_printable_error(error) if error is not None else None)

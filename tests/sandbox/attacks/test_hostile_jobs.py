@@ -1,0 +1,113 @@
+"""Hostile jobs beyond the spec's list: odd artifact names, filling the job directory, and other
+attempts to make the service fail (INTERNAL), hang or leave something behind. Both backends."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.sandbox.attacks.checks import assert_host_unchanged
+
+
+@pytest.mark.parametrize("language,code", [
+    ("python", "import os\nos.makedirs('artifacts', exist_ok=True)\n"
+               "open(b'artifacts/\\xff\\xfe.txt', 'wb').write(b'bad name')\n"
+               "open(b'artifacts/caf\\xc3.csv', 'wb').write(b'half a character')\n"
+               "open('artifacts/ok.txt', 'w').write('ok')\nprint('written')"),
+    ("nodejs", "const fs = require('fs');\nfs.mkdirSync('artifacts', {recursive: true});\n"
+               "fs.writeFileSync(Buffer.from('artifacts/\\xff\\xfe.txt', 'latin1'), 'bad name');\n"
+               "fs.writeFileSync('artifacts/ok.txt', 'ok');\nconsole.log('written');"),
+], ids=["python", "nodejs"])
+async def test_artifact_names_that_are_not_utf8_are_skipped_not_internal(sandbox, canary, language, code):
+    outcome = await sandbox.run(code, language)
+    assert outcome.reason == "EXIT_REASON_OK" and outcome.stdout == "written\n", outcome.stderr
+    assert [(a.name, a.content) for a in outcome.artifacts] == [("ok.txt", b"ok")]
+    await assert_host_unchanged(sandbox, canary, outcome)
+
+
+FILL_WORK_DIR = """
+import errno, os
+written = 0
+try:
+    for i in range(10_000):
+        with open(f'fill-{i}.bin', 'wb') as handle:
+            for _ in range(4):
+                handle.write(b'0' * (1 << 20))
+                handle.flush()
+                written += 1 << 20
+except OSError as exc:
+    print(errno.errorcode.get(exc.errno), written)
+for name in os.listdir('.'):
+    if name.startswith('fill-'):
+        os.unlink(name)  # room again for the status record (on docker it shares the tmpfs)
+"""
+
+
+async def test_many_files_cannot_fill_the_host_disk_through_the_job_directory(sandbox, canary):
+    """RLIMIT_FSIZE caps each file; the job directory as a whole is a size-capped tmpfs (local:
+    work_dir_bytes, docker: docker.tmpfs_bytes), so the job runs out of space, not the host."""
+    settings = sandbox.backend.settings
+    cap = settings.work_dir_bytes if sandbox.name == "local" else settings.docker.tmpfs_bytes
+    outcome = await sandbox.run(FILL_WORK_DIR, wall_time_ms=60_000, memory_bytes=cap + (128 << 20))
+    assert outcome.reason == "EXIT_REASON_OK", (outcome.exit, outcome.stderr[-1500:])
+    code, written = outcome.stdout.split()
+    assert code == "ENOSPC" and int(written) <= cap, outcome.stdout
+    await assert_host_unchanged(sandbox, canary, outcome)
+
+
+@pytest.mark.parametrize("target", ["/proc/self", "/dev", "/etc", "/work/.sbx"])
+async def test_artifact_directory_replaced_by_a_symlink_is_not_followed(sandbox, canary, target):
+    """On docker, archiving the path `job/artifacts` made the engine follow the job's symlink; to
+    /proc/self that read stalled until the API client's 60 s timeout, holding the job's slot."""
+    code = (
+        "import os, shutil\n"
+        "shutil.rmtree('artifacts', ignore_errors=True)\n"
+        f"os.symlink({target!r}, 'artifacts')\n"
+        "print('swapped')\n"
+    )
+    outcome = await sandbox.run(code)
+    assert outcome.reason == "EXIT_REASON_OK" and outcome.stdout == "swapped\n", outcome.stderr
+    assert outcome.artifacts == []
+    assert outcome.exit.wall_time_ms < 30_000  # generous: a stalled read took 60 s
+    await assert_host_unchanged(sandbox, canary, outcome)
+
+
+async def test_status_record_swapped_for_a_symlink_is_not_followed(sandbox, canary):
+    """The job owns its control files on docker; a symlinked record reads as missing, never as the target."""
+    code = (
+        "import os\n"
+        "for path in ('/work/.sbx/status.json', '/work/job/status.json'):\n"
+        "    try:\n"
+        "        os.unlink(path)\n"
+        "        os.symlink('/proc/self/environ', path)\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "os.makedirs('artifacts', exist_ok=True)\n"
+        "open('artifacts/kept.txt', 'w').write('kept')\n"
+        "def main():\n"
+        "    return 1\n"
+    )
+    outcome = await sandbox.run(code)
+    assert outcome.of("exit") and outcome.exit.wall_time_ms < 30_000
+    assert [a.name for a in outcome.artifacts] == ["kept.txt"]
+    await assert_host_unchanged(sandbox, canary, outcome)
+
+
+@pytest.mark.parametrize("language,code,reason", [
+    ("python", "def main():\n    return {'\\udcff': 'a\\ud800b'}", "EXIT_REASON_OK"),
+    ("python", "raise ValueError('bad \\udcff')", "EXIT_REASON_ERROR"),
+    ("python", "class E(Exception):\n    pass\nE.__name__ = 'E\\udcff'\nraise E('x\\ud800')", "EXIT_REASON_ERROR"),
+    ("nodejs", "function main() { return {'\\udcff': 'a\\ud800b'}; }", "EXIT_REASON_OK"),
+    ("nodejs", "throw new Error('bad \\udcff');", "EXIT_REASON_ERROR"),
+], ids=["py-result", "py-error", "py-error-type", "node-result", "node-error"])
+async def test_lone_surrogates_in_result_or_error_are_not_internal(sandbox, language, code, reason):
+    """JSON may escape lone surrogates; UTF-8 cannot carry them, so unsanitised they failed the whole RPC."""
+    outcome = await sandbox.run(code, language)
+    assert outcome.reason == reason, (outcome.exit, outcome.stderr[-1000:])
+    if reason == "EXIT_REASON_OK":
+        assert outcome.result == {"?": "a?b"}
+        assert json.loads(outcome.of("result")[0].json) == {"\udcff": "a\ud800b"}  # the exact value, escaped
+    else:
+        assert outcome.exit.message.startswith(("Error: bad ?", "ValueError: bad ?", "E?: x?", "UnicodeEncodeError")), \
+            outcome.exit.message
