@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 
 import grpc
+import pytest
+import sqlalchemy as sa
 from agentcanvas.v1 import canvas_store_pb2 as pb
+from google.protobuf import field_mask_pb2
 
+from services.canvas_store.adapters.sql.models import canvases, revisions
+from services.canvas_store.core.ids import new_etag, new_id
+from services.canvas_store.core.types import Session
+from services.common.errors import NotFoundError
 from services.common.structs import from_struct, to_struct
-from tests.canvas_store.conftest import create_canvas, expect_code
+from tests.canvas_store.conftest import create_canvas, dsl_variant, expect_code
 
 
 def _turn(n: int) -> list:
@@ -27,6 +36,68 @@ async def test_session_pins_published_else_head(store):
     assert pinned.revision_id == published.id
     await expect_code(store.alice.CreateSession(pb.CreateSessionRequest(canvas_id=canvas.id, revision_id="f" * 32)),
                       grpc.StatusCode.NOT_FOUND)
+
+
+async def _draft_behind_head(store) -> tuple[pb.Canvas, str]:
+    """A canvas whose first revision is an older draft, no longer its head."""
+    canvas = await create_canvas(store.alice)
+    change = pb.Canvas(id=canvas.id, etag=canvas.etag)
+    change.dsl.CopyFrom(to_struct(dsl_variant(1)))
+    await store.alice.UpdateCanvas(pb.UpdateCanvasRequest(canvas=change, update_mask=field_mask_pb2.FieldMask(paths=["dsl"])))
+    return canvas, canvas.head_revision_id
+
+
+def _session_on(canvas: pb.Canvas, revision_id: str) -> Session:
+    return Session(id=new_id(), tenant_id=canvas.tenant_id, canvas_id=canvas.id, revision_id=revision_id,
+                   user_id="", creator_id="alice")
+
+
+async def test_session_is_not_pinned_to_a_revision_pruned_after_the_check(store):
+    # CreateSession checks the revision, then inserts: retention may remove an old draft in between.
+    canvas, old = await _draft_behind_head(store)
+    with store.app.db.write() as conn:
+        conn.execute(sa.delete(revisions).where(revisions.c.id == old))
+    with pytest.raises(NotFoundError, match="retention"):
+        await asyncio.to_thread(store.app.session_repo.insert, _session_on(canvas, old))
+    listed = await store.alice.ListSessions(pb.ListSessionsRequest(canvas_id=canvas.id))
+    assert list(listed.sessions) == []
+
+
+def _waiting_for_a_lock(db) -> bool:
+    query = ("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'" if db.backend == "postgresql"
+             else "SELECT count(*) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT'")
+    with db.read() as conn:
+        return conn.execute(sa.text(query)).scalar() > 0
+
+
+async def test_session_insert_waits_for_a_prune_in_flight(store):
+    # A prune holds the canvas row until it commits; a session insert meanwhile must wait for it and then
+    # see that its revision is gone, not pin a revision that no longer exists.
+    canvas, old = await _draft_behind_head(store)
+    db = store.app.db
+    pruned, may_commit = threading.Event(), threading.Event()
+
+    def prune() -> None:  # what an update with retention does: change the canvas row, delete old drafts
+        with db.write() as conn:
+            conn.execute(sa.update(canvases).where(canvases.c.id == canvas.id).values(etag=new_etag()))
+            conn.execute(sa.delete(revisions).where(revisions.c.id == old))
+            pruned.set()
+            may_commit.wait(60)
+
+    pruner = asyncio.ensure_future(asyncio.to_thread(prune))
+    assert await asyncio.to_thread(pruned.wait, 60)
+    insert = asyncio.ensure_future(asyncio.to_thread(store.app.session_repo.insert, _session_on(canvas, old)))
+    try:
+        if db.backend != "sqlite":  # SQLite's writers take one in-process lock: the insert cannot overtake
+            deadline = time.monotonic() + 60
+            while not await asyncio.to_thread(_waiting_for_a_lock, db):
+                assert time.monotonic() < deadline and not insert.done(), "the insert did not wait for the prune"
+                await asyncio.sleep(0.25)  # InnoDB refreshes innodb_trx only when it was not read for 0.1 s
+    finally:
+        may_commit.set()
+        await pruner
+    with pytest.raises(NotFoundError, match="retention"):
+        await insert
 
 
 async def test_history_is_bounded_and_turns_counted(store):

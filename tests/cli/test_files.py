@@ -56,6 +56,23 @@ def test_unreadable_files_are_invalid_arguments(tmp_path):
         load_document(broken)
 
 
+@pytest.mark.parametrize("text, message", [
+    ('{"components": {"a": {"obj": {"params": {"id": 9007199254740993}}}}}',
+     r"\.components\.a\.obj\.params\.id: 9007199254740993 is an integer beyond"),
+    ('{"components": {}, "seeds": [1, -18446744073709551616]}', r"\.seeds\[1\]: -18446744073709551616 is an integer"),
+    ("[" * 100_000, "nests arrays or objects too deeply"),
+    ('{"components": {}, "n": ' + "7" * 5000 + "}", "more than 4300 digits"),
+])
+def test_numbers_a_canvas_cannot_hold_are_refused_by_path(tmp_path, text, message):
+    # Canvas DSLs travel as protobuf Structs, whose numbers are doubles: 2^53 + 1 would be stored as 2^53.
+    path = tmp_path / "canvas.json"
+    path.write_text(text)
+    with pytest.raises(InvalidArgumentError, match=message):
+        load_document(path)
+    path.write_text('{"components": {}, "limit": 9007199254740992, "big": 1e300}')
+    assert load_document(path).dsl["limit"] == 2**53  # the largest exact magnitude still loads
+
+
 def _event(**payload) -> orchestrator_pb2.RunEvent:
     return orchestrator_pb2.RunEvent(run_id="r1", seq=1, **payload)
 

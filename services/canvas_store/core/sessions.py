@@ -10,7 +10,7 @@ from services.canvas_store.core.dsl import canonical_json
 from services.canvas_store.core.ids import new_id
 from services.canvas_store.core.page_tokens import PageTokenCodec
 from services.canvas_store.core.policy import Action, Caller, Kind, Target, authorize
-from services.canvas_store.core.types import JsonObject, Page, Session, TenantMember
+from services.canvas_store.core.types import Canvas, JsonObject, Page, Session, TenantMember
 from services.common.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
 
 MAX_TURN_MESSAGES = 100
@@ -27,29 +27,42 @@ class SessionService:
     def create(self, caller: Caller, canvas_id: str, revision_id: str, user_id: str) -> Session:
         validation.resource_id(canvas_id, "canvas_id")
         validation.user_id(user_id, "user_id")
-        canvas = self._canvases.get_canvas(canvas_id, with_dsl=False)
-        if canvas is None:
-            raise NotFoundError(f"canvas {canvas_id!r} not found", resource_type="canvas", resource_name=canvas_id)
-        authorize(caller, Action.RUN, canvas_target(canvas))
-        ensure_live(canvas)
+        if revision_id not in ("", LATEST, PUBLISHED):
+            validation.resource_id(revision_id, "revision_id")
+        attempts_left = 3
+        while True:
+            attempts_left -= 1
+            canvas = self._canvases.get_canvas(canvas_id, with_dsl=False)
+            if canvas is None:
+                raise NotFoundError(f"canvas {canvas_id!r} not found", resource_type="canvas", resource_name=canvas_id)
+            authorize(caller, Action.RUN, canvas_target(canvas))
+            ensure_live(canvas)
+            session = Session(id=new_id(), tenant_id=canvas.tenant_id, canvas_id=canvas_id, user_id=user_id,
+                              revision_id=self._pinned_revision(canvas, revision_id), creator_id=caller.user_id,
+                              history=[], state={})
+            try:
+                return self._sessions.insert(session)
+            except NotFoundError as gone:
+                # The head this call read was replaced and pruned meanwhile (keep_draft_revisions=1): pin the
+                # new head. A revision asked for by id is not swapped for another.
+                if gone.resource_type != "revision" or revision_id not in ("", LATEST) or not attempts_left:
+                    raise
+
+    def _pinned_revision(self, canvas: Canvas, revision_id: str) -> str:
         if not revision_id:
-            revision_id = canvas.published_revision_id or canvas.head_revision_id
-        elif revision_id == LATEST:
-            revision_id = canvas.head_revision_id
-        elif revision_id == PUBLISHED:
+            return canvas.published_revision_id or canvas.head_revision_id
+        if revision_id == LATEST:
+            return canvas.head_revision_id
+        if revision_id == PUBLISHED:
             if not canvas.published_revision_id:
                 raise FailedPreconditionError(
-                    f"canvas {canvas_id!r} has no published revision to pin; publish one first (PublishCanvas) or "
-                    "pin 'latest' or a revision id", reason="NOT_PUBLISHED", metadata={"canvas_id": canvas_id})
-            revision_id = canvas.published_revision_id
-        else:
-            validation.resource_id(revision_id, "revision_id")
-            if self._canvases.get_revision(canvas_id, revision_id) is None:
-                raise NotFoundError(f"revision {revision_id!r} of canvas {canvas_id!r} not found",
-                                    resource_type="revision", resource_name=revision_id)
-        session = Session(id=new_id(), tenant_id=canvas.tenant_id, canvas_id=canvas_id, revision_id=revision_id,
-                          user_id=user_id, creator_id=caller.user_id, history=[], state={})
-        return self._sessions.insert(session)
+                    f"canvas {canvas.id!r} has no published revision to pin; publish one first (PublishCanvas) or "
+                    "pin 'latest' or a revision id", reason="NOT_PUBLISHED", metadata={"canvas_id": canvas.id})
+            return canvas.published_revision_id
+        if self._canvases.get_revision(canvas.id, revision_id) is None:
+            raise NotFoundError(f"revision {revision_id!r} of canvas {canvas.id!r} not found",
+                                resource_type="revision", resource_name=revision_id)
+        return revision_id
 
     def get(self, caller: Caller, session_id: str) -> Session:
         return self._load(caller, session_id, Action.READ)

@@ -8,7 +8,7 @@ import sqlalchemy as sa
 
 from services.canvas_store.adapters.sql.canvas_repo import keyset_after
 from services.canvas_store.adapters.sql.engine import Database
-from services.canvas_store.adapters.sql.models import canvases, sessions
+from services.canvas_store.adapters.sql.models import canvases, revisions, sessions
 from services.canvas_store.core.ids import new_etag, now_ms
 from services.canvas_store.core.policy import Kind, Target
 from services.canvas_store.core.types import JsonObject, Permission, Session
@@ -43,10 +43,20 @@ class SessionRepository:
         session.create_time_ms = session.update_time_ms = now
         session.etag = new_etag()
         with self._db.write() as conn:
-            exists = conn.execute(sa.select(canvases.c.id).where(canvases.c.id == session.canvas_id)).first()
-            if exists is None:  # deleted between the policy check and now
+            # The canvas row is share-locked before the revision is checked: retention deletes drafts while
+            # its writer holds that row, so the pinned revision cannot be pruned between the check and the
+            # insert, and a prune that committed first is seen here (SQLite's write transaction excludes it).
+            locking = conn.dialect.name != "sqlite"
+            canvas = sa.select(canvases.c.id).where(canvases.c.id == session.canvas_id)
+            if conn.execute(canvas.with_for_update(read=True) if locking else canvas).first() is None:
                 raise NotFoundError(f"canvas {session.canvas_id!r} not found", resource_type="canvas",
-                                    resource_name=session.canvas_id)
+                                    resource_name=session.canvas_id)  # deleted between the policy check and now
+            revision = sa.select(revisions.c.id).where(revisions.c.id == session.revision_id,
+                                                       revisions.c.canvas_id == session.canvas_id)
+            if conn.execute(revision.with_for_update(read=True) if locking else revision).first() is None:
+                raise NotFoundError(f"revision {session.revision_id!r} of canvas {session.canvas_id!r} not found "
+                                    "(an older draft can be removed by retention while the session is created)",
+                                    resource_type="revision", resource_name=session.revision_id)
             conn.execute(sa.insert(sessions).values(
                 id=session.id, tenant_id=session.tenant_id, canvas_id=session.canvas_id,
                 revision_id=session.revision_id, user_id=session.user_id, creator_id=session.creator_id,
