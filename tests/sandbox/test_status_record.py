@@ -32,7 +32,7 @@ def test_parse_status_accepts_the_runner_contract():
     assert parse_status(b'{"ok": true}') == RunnerStatus(ok=True, result=None, error=None)
 
 
-@pytest.mark.parametrize("raw", [None, b""])
+@pytest.mark.parametrize("raw", [None, b"", b" " * 1024])
 def test_parse_status_missing_record(raw):
     parsed = parse_status(raw)
     assert isinstance(parsed, StatusProblem) and parsed.kind == "missing"

@@ -1,7 +1,8 @@
 """The runner's status record, and the one parser every backend uses for it.
 
 The runner (adapters/runner/) writes one JSON object to a separate channel (a pipe on `local`, a file
-on `docker`) just before it exits:
+on `docker`, where the runner first fills the file with 1 KiB of spaces to hold room for it) just before
+it exits:
 
     {"ok": true|false, "result": "<main()'s return value as JSON text>" (optional),
      "error": {"type": str, "message": str, "memory": bool} (optional)}
@@ -96,11 +97,12 @@ def _refuse_constant(name: str) -> Any:
 
 def parse_status(raw: bytes | None, *, size: int | None = None) -> RunnerStatus | StatusProblem:
     """`raw`: the record as read (None or empty when there was none), at most MAX_STATUS_BYTES + 1 bytes;
-    `size`: its real size when the reader knows it (e.g. from a tar header) and did not read it all."""
+    `size`: its real size when the reader knows it (e.g. from a tar header) and did not read it all.
+    Whitespace only is no record either: a file channel starts as the runner's reserved room of spaces."""
     total = max(size or 0, len(raw or b""))
     if total > MAX_STATUS_BYTES:
         return _too_large(size if size is not None and size > MAX_STATUS_BYTES else None, MAX_STATUS_BYTES)
-    if not raw:
+    if not raw or raw.isspace():
         return MISSING
     try:
         record = json.loads(raw.decode("utf-8"))

@@ -40,6 +40,7 @@ function readJob(spec) {
 }
 
 const DEFAULT_MAX_STATUS_BYTES = 16 << 20;
+const STATUS_RESERVE_BYTES = 1024;  // as in python_runner.py
 
 function tooLarge(size, limit) {
   return Buffer.from(JSON.stringify({ ok: false, error: {
@@ -56,12 +57,25 @@ function statusWriter(spec) {
   const [kind, where] = [spec.slice(0, spec.indexOf(':')), spec.slice(spec.indexOf(':') + 1)];
   const isFile = kind !== 'fd';
   const fd = isFile ? fs.openSync(where, 'w', 0o600) : Number(where);
-  if (!isFile) fs.writeSync(fd, 'READY\n');  // the pool's signal that this runtime is up and waiting
+  if (isFile) {
+    // Room taken now: a job that fills the directory's tmpfs must still get its record out, and the
+    // stand-in records always fit here. The record overwrites it; a shorter one is truncated to size.
+    try {
+      fs.writeSync(fd, Buffer.alloc(STATUS_RESERVE_BYTES, 0x20));
+    } catch (ignored) {
+      // no room even now: the record is attempted anyway
+    }
+  } else {
+    fs.writeSync(fd, 'READY\n');  // the pool's signal that this runtime is up and waiting
+  }
   let written = false;
   let limit = DEFAULT_MAX_STATUS_BYTES;
-  const writeAll = (buffer) => {
+  const writeRecord = (buffer) => {
     let offset = 0;
-    while (offset < buffer.length) offset += fs.writeSync(fd, buffer, offset, buffer.length - offset);
+    while (offset < buffer.length) {
+      offset += fs.writeSync(fd, buffer, offset, buffer.length - offset, isFile ? offset : null);
+    }
+    if (isFile) fs.ftruncateSync(fd, buffer.length);  // shrinking needs no room
   };
   const write = (record) => {
     if (written) return;
@@ -72,15 +86,12 @@ function statusWriter(spec) {
       process.exitCode = 1;
     }
     try {
-      writeAll(data);
+      writeRecord(data);
     } catch (err) {
       process.exitCode = 1;
       try {
-        if (isFile) fs.ftruncateSync(fd, 0);
-        const replacement = Buffer.from(JSON.stringify({ ok: false, error: {
-          type: 'StatusWriteError', message: `could not write the status record: ${err.message}` } }));
-        if (isFile) fs.writeSync(fd, replacement, 0, replacement.length, 0);
-        else writeAll(replacement);
+        writeRecord(Buffer.from(JSON.stringify({ ok: false, error: {
+          type: 'StatusWriteError', message: `could not write the status record: ${err.message}` } })));
       } catch (ignored) {
         // the job closed the channel itself; nothing to report
       }

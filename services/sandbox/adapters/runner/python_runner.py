@@ -49,6 +49,7 @@ def _read_job(spec):
 
 
 DEFAULT_MAX_STATUS_BYTES = 16 << 20
+STATUS_RESERVE_BYTES = 1024  # a page on tmpfs: stand-in records fit, and it is under the least file-size limit
 
 
 class _StatusWriter:
@@ -62,6 +63,12 @@ class _StatusWriter:
         self.is_file = kind != "fd"
         if self.is_file:
             self.fd = os.open(where, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            # Room taken now: a job that fills the directory's tmpfs must still get its record out, and the
+            # stand-in records always fit here. The record overwrites it; a shorter one is truncated to size.
+            try:
+                self._write_all(b" " * STATUS_RESERVE_BYTES)
+            except OSError:
+                pass
         else:
             self.fd = int(where)
             os.write(self.fd, b"READY\n")  # the pool's signal that this interpreter is up and waiting
@@ -85,7 +92,7 @@ class _StatusWriter:
             data = self._too_large(len(data), self.limit)
             delivered = False
         try:
-            self._write_all(data)
+            self._write_record(data)
         except OSError as exc:
             delivered = False
             if exc.errno == errno.EFBIG:
@@ -94,10 +101,7 @@ class _StatusWriter:
                 replacement = json.dumps({"ok": False, "error": {
                     "type": "StatusWriteError", "message": "could not write the status record: %s" % exc}}).encode()
             try:
-                if self.is_file:
-                    os.ftruncate(self.fd, 0)
-                    os.lseek(self.fd, 0, os.SEEK_SET)
-                self._write_all(replacement)
+                self._write_record(replacement)
             except OSError:
                 pass
         try:
@@ -105,6 +109,14 @@ class _StatusWriter:
         except OSError:
             pass
         return delivered
+
+    def _write_record(self, data):
+        if self.is_file:  # from the start of the reserved room, then cut to size (shrinking needs no room)
+            os.lseek(self.fd, 0, os.SEEK_SET)
+            self._write_all(data)
+            os.ftruncate(self.fd, len(data))
+        else:
+            self._write_all(data)
 
     def _write_all(self, data):
         view = memoryview(data)
