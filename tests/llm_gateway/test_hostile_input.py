@@ -205,6 +205,16 @@ async def test_malformed_sse_after_output_is_stream_interrupted_with_the_partial
     assert finish.error.kind == pb.CHAT_ERROR_KIND_STREAM_INTERRUPTED and finish.error.partial_text == "Hel"
 
 
+@pytest.mark.parametrize("body", [[], [DONE], [": keep-alive\n\n", DONE]], ids=["empty", "done-only", "comment-only"])
+async def test_a_200_stream_with_nothing_in_it_is_incomplete_on_both_paths(client, raw_server, body):
+    # litellm.acompletion used to turn these into a STOP with no text: an answer nobody gave.
+    raw_server.queue(RawSSE(raw=body))
+    finish = (await stream(client, pb.ChatRequest(model="", messages=user())))[-1].finish
+    assert (finish.reason, finish.error.kind) == (pb.FINISH_REASON_ERROR, pb.CHAT_ERROR_KIND_INCOMPLETE_STREAM)
+    raw_server.queue(RawSSE(raw=[sse(finish="stop"), DONE]))  # the provider's own empty answer is one
+    assert (await stream(client, pb.ChatRequest(model="", messages=user())))[-1].finish.reason == pb.FINISH_REASON_STOP
+
+
 async def test_stream_without_done_or_finish_reason_is_incomplete(client, raw_server):
     raw_server.queue(RawSSE(raw=[sse({"content": "a"})]))
     finish = (await stream(client, pb.ChatRequest(model="", messages=user())))[-1].finish

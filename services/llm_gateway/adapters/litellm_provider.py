@@ -104,6 +104,10 @@ class LitellmProvider:
                                     tool_calls=to_tool_deltas(delta.tool_calls) if delta.tool_calls else [],
                                     finish_reason=choice.finish_reason, usage=to_usage(usage),
                                     thinking_blocks=to_thinking_blocks(blocks) if blocks else [])
+            # litellm ends a stream that sent nothing at all (an empty 200, or [DONE] alone) with a finish
+            # reason of its own; `received_finish_reason` stays None when the provider never sent one.
+            if getattr(response, "received_finish_reason", "") is None:
+                raise ProviderError(ErrorKind.INCOMPLETE_STREAM, "the stream ended without a finish reason")
         except tuple(litellm.exceptions.LITELLM_EXCEPTION_TYPES) as exc:  # every exception litellm maps to
             raise to_provider_error(exc, call, litellm) from None
         except (ValueError, TypeError, KeyError, AttributeError) as exc:  # litellm validation of our params
