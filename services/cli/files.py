@@ -16,7 +16,7 @@ from typing import Any
 from agentcanvas.v1 import canvas_store_pb2
 
 from services.common.errors import InvalidArgumentError
-from services.common.structs import from_struct, to_struct
+from services.common.structs import find_inexact_integer, from_struct, to_struct
 
 
 
@@ -120,7 +120,7 @@ def load_document(path: Path) -> CanvasDocument:
         raise InvalidArgumentError.for_field(str(path), "nests arrays or objects too deeply to read") from None
     except ValueError:  # the only other refusal: Python reads integers of at most 4300 digits
         raise InvalidArgumentError.for_field(str(path), "holds an integer of more than 4300 digits") from None
-    if (where := _inexact_integer(raw)) is not None:
+    if (where := find_inexact_integer(raw)) is not None:
         field_path, number = where
         raise InvalidArgumentError.for_field(
             f"{path}{field_path}", f"{number} is an integer beyond ±2^53: canvas numbers are doubles and would "
@@ -129,23 +129,6 @@ def load_document(path: Path) -> CanvasDocument:
     if not document.title:
         document.title = path.stem
     return document
-
-
-_MAX_EXACT_INTEGER = 2**53
-
-
-def _inexact_integer(raw: Any) -> tuple[str, int] | None:
-    """The path and value of the first integer a double cannot hold exactly, or None. Iterative: any depth."""
-    stack: list[tuple[str, Any]] = [("", raw)]
-    while stack:
-        where, value = stack.pop()
-        if isinstance(value, dict):
-            stack.extend((f"{where}.{key}", item) for key, item in value.items())
-        elif isinstance(value, list):
-            stack.extend((f"{where}[{index}]", item) for index, item in enumerate(value))
-        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > _MAX_EXACT_INTEGER:
-            return where, value
-    return None
 
 
 def export_document(document: CanvasDocument) -> dict[str, Any]:

@@ -14,6 +14,7 @@ refused on the way out (ValueError) as json_format refuses them. Strings and key
 Input checks for servers: `from_struct(struct, field="canvas.dsl")` turns a NaN or infinity into
 INVALID_ARGUMENT naming the path down to the key (`canvas.dsl.components.begin.params.x`), and
 `find_bad_value` finds the first such number, or a NUL character in a string or key, without recursion.
+For clients: `find_inexact_integer` finds an integer that `to_struct` would round, before it is sent.
 """
 
 from __future__ import annotations
@@ -131,6 +132,21 @@ def _path(node: tuple | None) -> str:
         node, segment = node
         parts.append(segment)
     return "".join(reversed(parts))
+
+
+def find_inexact_integer(value: Any) -> tuple[str, int] | None:
+    """The first integer in a JSON-shaped value that a Struct cannot carry exactly (beyond ±2**53: Struct
+    numbers are doubles), as (path, integer), or None. Paths as in `find_bad_value`. Iterative."""
+    stack: list[tuple[tuple | None, Any]] = [(None, value)]
+    while stack:
+        node, item = stack.pop()
+        if isinstance(item, Mapping):
+            stack.extend(((node, f".{key}"), child) for key, child in item.items())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(((node, f"[{index}]"), child) for index, child in enumerate(item))
+        elif isinstance(item, int) and not isinstance(item, bool) and not -_MAX_EXACT <= item <= _MAX_EXACT:
+            return _path(node), item
+    return None
 
 
 def find_bad_value(message: struct_pb2.Struct | struct_pb2.Value | struct_pb2.ListValue, *,

@@ -48,7 +48,8 @@ class SessionService:
                 if gone.resource_type != "revision" or revision_id not in ("", LATEST) or not attempts_left:
                     raise
 
-    def _pinned_revision(self, canvas: Canvas, revision_id: str) -> str:
+    @staticmethod
+    def _pinned_revision(canvas: Canvas, revision_id: str) -> str:
         if not revision_id:
             return canvas.published_revision_id or canvas.head_revision_id
         if revision_id == LATEST:
@@ -59,10 +60,7 @@ class SessionService:
                     f"canvas {canvas.id!r} has no published revision to pin; publish one first (PublishCanvas) or "
                     "pin 'latest' or a revision id", reason="NOT_PUBLISHED", metadata={"canvas_id": canvas.id})
             return canvas.published_revision_id
-        if self._canvases.get_revision(canvas.id, revision_id) is None:
-            raise NotFoundError(f"revision {revision_id!r} of canvas {canvas.id!r} not found",
-                                resource_type="revision", resource_name=revision_id)
-        return revision_id
+        return revision_id  # an id: the insert checks, in its transaction, that it is a revision of this canvas
 
     def get(self, caller: Caller, session_id: str) -> Session:
         return self._load(caller, session_id, Action.READ)

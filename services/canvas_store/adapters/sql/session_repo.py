@@ -55,7 +55,7 @@ class SessionRepository:
                                                        revisions.c.canvas_id == session.canvas_id)
             if conn.execute(revision.with_for_update(read=True) if locking else revision).first() is None:
                 raise NotFoundError(f"revision {session.revision_id!r} of canvas {session.canvas_id!r} not found "
-                                    "(an older draft can be removed by retention while the session is created)",
+                                    "(it never existed, or retention removed it as an older draft)",
                                     resource_type="revision", resource_name=session.revision_id)
             conn.execute(sa.insert(sessions).values(
                 id=session.id, tenant_id=session.tenant_id, canvas_id=session.canvas_id,
