@@ -180,6 +180,7 @@ class StoreApp:
         """Build the policy's Caller; records the tenant/user on first sight (first user = owner)."""
         key = (identity.tenant_id, identity.user_id)
         if key not in self._known_users:
+            validation.caller_ids(*key)
             self.tenants.ensure_tenant(*key)
             with self._known_lock:
                 self._known_users.add(key)

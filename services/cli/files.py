@@ -16,8 +16,35 @@ from typing import Any
 from agentcanvas.v1 import canvas_store_pb2
 
 from services.common.errors import InvalidArgumentError
-from services.common.structs import find_inexact_integer, from_struct, to_struct
+from services.common.structs import find_inexact_integer, find_too_deep, from_struct, to_struct
 
+
+MAX_DSL_DEPTH = 30
+"""The store keeps DSLs nested at most 30 levels deep (services/canvas_store/README.md, Limits); deeper ones
+cannot even be sent as a Struct (protobuf's recursion limit), so they are refused here, naming the path."""
+
+
+def _lone_surrogate(value: Any) -> str | None:
+    """The path of the first text (or key) holding a lone surrogate (a `\\ud800` escape: JSON allows it, UTF-8
+    and so protobuf cannot carry it), or None. Iterative."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return path
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                try:
+                    key.encode("utf-8")
+                except UnicodeEncodeError:
+                    return path
+                stack.append((f"{path}.{key}", child))
+        elif isinstance(item, list):
+            stack.extend((f"{path}[{index}]", child) for index, child in enumerate(item))
+    return None
 
 
 @dataclass
@@ -125,7 +152,15 @@ def load_document(path: Path) -> CanvasDocument:
         raise InvalidArgumentError.for_field(
             f"{path}{field_path}", f"{number} is an integer beyond ±2^53: canvas numbers are doubles and would "
             "store a different value; write it as a string")
+    if "\\u" in text and (where := _lone_surrogate(raw)) is not None:  # only a backslash-u escape can make one
+        raise InvalidArgumentError.for_field(
+            f"{path}{where}", "holds a lone surrogate escape (\\ud800-\\udfff), which UTF-8 text cannot carry")
     document = parse_document(raw, source=str(path))
+    if (deep := find_too_deep(document.dsl, MAX_DSL_DEPTH)) is not None:
+        prefix = "" if document.dsl is raw else ".dsl"
+        raise InvalidArgumentError.for_field(
+            f"{path}{prefix}{deep}",
+            f"nests objects and arrays more than {MAX_DSL_DEPTH} levels deep (the store's limit)")
     if not document.title:
         document.title = path.stem
     return document

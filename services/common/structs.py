@@ -14,7 +14,8 @@ refused on the way out (ValueError) as json_format refuses them. Strings and key
 Input checks for servers: `from_struct(struct, field="canvas.dsl")` turns a NaN or infinity into
 INVALID_ARGUMENT naming the path down to the key (`canvas.dsl.components.begin.params.x`), and
 `find_bad_value` finds the first such number, or a NUL character in a string or key, without recursion.
-For clients: `find_inexact_integer` finds an integer that `to_struct` would round, before it is sent.
+For clients: `find_inexact_integer` finds an integer that `to_struct` would round, before it is sent;
+`find_too_deep` finds nesting past a limit (the store's, or protobuf's recursion limit).
 """
 
 from __future__ import annotations
@@ -146,6 +147,21 @@ def find_inexact_integer(value: Any) -> tuple[str, int] | None:
             stack.extend(((node, f"[{index}]"), child) for index, child in enumerate(item))
         elif isinstance(item, int) and not isinstance(item, bool) and not -_MAX_EXACT <= item <= _MAX_EXACT:
             return _path(node), item
+    return None
+
+
+def find_too_deep(value: Any, limit: int) -> str | None:
+    """The path of the first object or array nested deeper than `limit` levels in a JSON-shaped value (the value
+    itself is level 1), or None. Paths as in `find_bad_value`. Iterative; scalars cost nothing."""
+    stack: list[tuple[tuple | None, Any, int]] = [(None, value, 1)] if isinstance(value, (Mapping, list, tuple)) else []
+    while stack:
+        node, item, depth = stack.pop()
+        if depth > limit:
+            return _path(node)
+        pairs = ((f".{key}", child) for key, child in item.items()) if isinstance(item, Mapping) else (
+            (f"[{index}]", child) for index, child in enumerate(item))
+        stack.extend(((node, segment), child, depth + 1) for segment, child in pairs
+                     if isinstance(child, (Mapping, list, tuple)))
     return None
 
 

@@ -9,10 +9,12 @@ import uuid
 import grpc
 import pytest
 from agentcanvas.v1 import canvas_store_pb2 as pb
+from agentcanvas.v1 import canvas_store_pb2_grpc
 from google.protobuf import field_mask_pb2, struct_pb2
 
 from services.common import status
-from services.common.structs import to_struct
+from services.common.auth import ON_BEHALF_OF
+from services.common.structs import from_struct, to_struct
 from tests.canvas_store.conftest import MINIMAL_DSL, create_canvas, expect_code, unique_title
 
 BAD = grpc.StatusCode.INVALID_ARGUMENT
@@ -269,3 +271,113 @@ async def test_blank_member_and_empty_turn(store):
     empty = pb.AppendSessionTurnRequest(id=session.id)
     empty.state.SetInParent()
     assert (await store.alice.AppendSessionTurn(empty)).conversation_turns == 2
+
+
+# ---- 9. JSON nested deeper than MariaDB's JSON type holds -------------------------------------------
+
+def _nested(levels: int) -> dict:
+    """{"k": {"k": ... {}}}: `levels` objects, one inside the other."""
+    value: dict = {}
+    for _ in range(levels - 1):
+        value = {"k": value}
+    return value
+
+
+def _deep_path(prefix: str, levels: int) -> str:
+    """The path of the object at `levels` (1 = the value at `prefix` itself) in a `_nested` value."""
+    return prefix + ".k" * (levels - 1)
+
+
+async def test_dsl_nested_past_the_limit_is_refused_by_path_and_writes_nothing(store):
+    # MariaDB's JSON keeps at most 31 nested objects/arrays (it failed the write as UNAVAILABLE); a DSL gets one
+    # level less because a run's spec holds it one level down. The limit holds alike on every backend.
+    title = unique_title()
+    deepest = {**MINIMAL_DSL, "deep": _nested(29)}  # the DSL itself is level 1: 30 levels
+    canvas = pb.Canvas(title=title)
+    canvas.dsl.CopyFrom(to_struct({**MINIMAL_DSL, "deep": _nested(30)}))
+    error = await expect_code(store.alice.CreateCanvas(pb.CreateCanvasRequest(canvas=canvas)), BAD)
+    assert _fields(error) == [_deep_path("canvas.dsl.deep", 30)], error.details()
+    listed = await store.alice.ListCanvases(pb.ListCanvasesRequest(filter=f'title:"{title}"'))
+    assert list(listed.canvases) == []  # nothing written
+
+    created = await create_canvas(store.alice, title=title, dsl=deepest)
+    assert from_struct((await store.alice.GetCanvas(pb.GetCanvasRequest(id=created.id))).dsl) == deepest
+    too_deep = pb.Canvas(id=created.id, etag=created.etag)
+    too_deep.dsl.CopyFrom(to_struct({**MINIMAL_DSL, "list": [[_nested(28)]]}))  # arrays count too: 31 levels
+    error = await expect_code(store.alice.UpdateCanvas(pb.UpdateCanvasRequest(
+        canvas=too_deep, update_mask=field_mask_pb2.FieldMask(paths=["dsl"]))), BAD)
+    assert _fields(error) == [_deep_path("canvas.dsl.list[0][0]", 28)], error.details()
+    assert (await store.alice.GetCanvas(pb.GetCanvasRequest(id=created.id))).etag == created.etag
+    # The deepest DSL still fits a run spec that holds it one level down.
+    run = await store.alice.CreateRunRecord(pb.CreateRunRecordRequest(run=pb.RunRecord(
+        canvas_id=created.id, spec=to_struct({"dsl": deepest}))))
+    assert from_struct((await store.alice.GetRunRecord(pb.GetRunRecordRequest(id=run.id))).spec) == {"dsl": deepest}
+
+
+async def test_session_and_run_json_nested_past_the_limit_is_refused_by_path(store):
+    canvas = await create_canvas(store.alice)
+    session = await store.alice.CreateSession(pb.CreateSessionRequest(canvas_id=canvas.id))
+    # A message is kept inside the history list, so it gets one level less than a state.
+    error = await expect_code(store.alice.AppendSessionTurn(pb.AppendSessionTurnRequest(
+        id=session.id, messages=[to_struct({"role": "user", "x": _nested(30)})])), BAD)
+    assert _fields(error) == [_deep_path("messages[0].x", 30)], error.details()
+    error = await expect_code(store.alice.AppendSessionTurn(pb.AppendSessionTurnRequest(
+        id=session.id, state=to_struct({"x": _nested(31)}))), BAD)
+    assert _fields(error) == [_deep_path("state.x", 31)], error.details()
+    assert (await store.alice.GetSession(pb.GetSessionRequest(id=session.id))).conversation_turns == 0
+    turned = await store.alice.AppendSessionTurn(pb.AppendSessionTurnRequest(
+        id=session.id, messages=[to_struct({"role": "user", "x": _nested(29)})], state=to_struct({"x": _nested(30)})))
+    assert turned.conversation_turns == 1 and from_struct(turned.state) == {"x": _nested(30)}
+
+    error = await expect_code(store.alice.CreateRunRecord(pb.CreateRunRecordRequest(run=pb.RunRecord(
+        canvas_id=canvas.id, spec=to_struct({"x": _nested(31)})))), BAD)
+    assert _fields(error) == [_deep_path("run.spec.x", 31)], error.details()
+    run = await store.alice.StartRunRecord(pb.StartRunRecordRequest(run=pb.RunRecord(canvas_id=canvas.id), holder="h"))
+    deep_step = pb.CommitRunStepRequest(run_id=run.run.id, lease_token=run.lease.token,
+                                        steps=[pb.RunStep(node_id="n", state=to_struct({"x": _nested(31)}))])
+    error = await expect_code(store.alice.CommitRunStep(deep_step), BAD)
+    assert _fields(error) == [_deep_path("steps[0].state.x", 31)], error.details()
+    deep_outputs = pb.CommitRunStepRequest(run_id=run.run.id, lease_token=run.lease.token,
+                                           outputs=to_struct({"x": _nested(31)}))
+    error = await expect_code(store.alice.CommitRunStep(deep_outputs), BAD)
+    assert _fields(error) == [_deep_path("outputs.x", 31)], error.details()
+    # In a batch the deep item fails alone; the other item is written.
+    event = pb.CommitRunStepRequest(run_id=run.run.id, lease_token=run.lease.token,
+                                    events=[pb.StoredRunEvent(event_type="e", payload=b"1")])
+    batch = await store.alice.CommitRunSteps(pb.CommitRunStepsRequest(commits=[deep_outputs, event]))
+    assert [result.code for result in batch.results] == [grpc.StatusCode.INVALID_ARGUMENT.value[0], 0]
+    assert batch.results[1].response.last_seq == 1
+    assert (await store.alice.ListRunSteps(pb.ListRunStepsRequest(run_id=run.run.id))).steps == []
+    fits = await store.alice.CommitRunStep(pb.CommitRunStepRequest(
+        run_id=run.run.id, lease_token=run.lease.token, steps=[pb.RunStep(node_id="n", state=to_struct(
+            {"x": _nested(30)}))], outputs=to_struct({"x": _nested(30)})))
+    assert fits.last_seq == 1
+    steps = await store.alice.ListRunSteps(pb.ListRunStepsRequest(run_id=run.run.id))
+    assert [from_struct(step.state) for step in steps.steps] == [{"x": _nested(30)}]
+
+
+# ---- 10. caller ids longer than the store keeps -----------------------------------------------------
+
+async def test_over_long_on_behalf_of_ids_are_invalid_and_record_nothing(store):
+    stub = canvas_store_pb2_grpc.CanvasStoreStub(store.channel)
+    tenant = f"obo-{uuid.uuid4().hex[:8]}"
+
+    def acting_for(tenant_id: str, user_id: str):
+        return (("authorization", "Bearer t-svc"), (ON_BEHALF_OF, f"{tenant_id}/{user_id}"))
+
+    canvas = pb.Canvas(title=unique_title(), dsl=to_struct(MINIMAL_DSL))
+    for tenant_id, user_id in ((tenant, "u" * 129), ("t" * 129, "user")):
+        for call in (stub.CreateCanvas(pb.CreateCanvasRequest(canvas=canvas), metadata=acting_for(tenant_id, user_id),
+                                       timeout=30),
+                     stub.ListTenantMembers(pb.ListTenantMembersRequest(), metadata=acting_for(tenant_id, user_id),
+                                            timeout=30)):
+            error = await expect_code(call, BAD)
+            assert _fields(error) == [ON_BEHALF_OF], error.details()
+    # The refused user was not recorded: the first user seen afterwards becomes the tenant's owner.
+    longest = "u" * 128
+    created = await stub.CreateCanvas(pb.CreateCanvasRequest(canvas=canvas), metadata=acting_for(tenant, longest),
+                                      timeout=30)
+    assert created.owner_id == longest
+    members = await stub.ListTenantMembers(pb.ListTenantMembersRequest(), metadata=acting_for(tenant, longest),
+                                           timeout=30)
+    assert [(m.user_id, m.role) for m in members.members] == [(longest, "owner")]

@@ -61,3 +61,22 @@ def test_undelete_with_etag_refuses_a_stale_one(tmp_path, monkeypatch, capsys):
     assert main(["canvas", "undelete", canvas_id, "--etag", deleted, "--embedded"]) == 0
     assert capsys.readouterr().out.strip() == f"{canvas_id}\trestored\t{title}"
     assert _listed(capsys) == [[canvas_id, "AGENT", title]]
+
+
+def test_import_reports_files_protobuf_cannot_carry_and_imports_the_others(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("AGENT_CANVAS_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.delenv("CANVAS_STORE_ADDR", raising=False)
+    deep: dict = {}
+    for _ in range(40):
+        deep = {"k": deep}
+    nested = tmp_path / "nested.json"
+    nested.write_text(json.dumps({"components": {}, "deep": deep}))
+    surrogate = tmp_path / "surrogate.json"
+    surrogate.write_text('{"title": "half \\ud800 a pair", "dsl": {"components": {}}}')
+    assert main(["canvas", "import", str(nested), str(HELLO), str(surrogate), "--embedded"]) == 2
+    out, err = capsys.readouterr()
+    assert len(out.strip().splitlines()) == 1  # hello.json was imported
+    errors = err.strip().splitlines()
+    assert len(errors) == 2 and "Traceback" not in err, err
+    assert errors[0].startswith(f"error: INVALID_ARGUMENT: {nested}.deep.k.") and "30 levels" in errors[0]
+    assert errors[1].startswith(f"error: INVALID_ARGUMENT: {surrogate}.title: holds a lone surrogate")

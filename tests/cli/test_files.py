@@ -97,3 +97,41 @@ def test_terminal_view_streams_answer_to_stdout_and_progress_to_stderr():
 def test_json_lines_use_the_proto_json_mapping():
     line = event_json(_event(message_delta=orchestrator_pb2.MessageDelta(component_id="Message:0", content="hi")))
     assert json.loads(line) == {"runId": "r1", "seq": "1", "messageDelta": {"componentId": "Message:0", "content": "hi"}}
+
+
+def _nested(levels: int) -> dict:
+    value: dict = {}
+    for _ in range(levels - 1):
+        value = {"k": value}
+    return value
+
+
+def test_dsl_nested_deeper_than_the_store_keeps_is_refused_by_path(tmp_path):
+    # Past 30 levels the store refuses a DSL, and a little further protobuf cannot even encode it (that was a
+    # traceback from `canvas import`): refused here by path, for both file shapes.
+    path = tmp_path / "canvas.json"
+    path.write_text(json.dumps({"components": {}, "deep": _nested(30)}))
+    with pytest.raises(InvalidArgumentError, match=r"canvas\.json\.deep(\.k){29}: nests objects and arrays more "
+                                                   "than 30 levels"):
+        load_document(path)
+    path.write_text(json.dumps({"title": "t", "dsl": {"components": {}, "deep": [[[_nested(40)]]]}}))
+    with pytest.raises(InvalidArgumentError, match=r"canvas\.json\.dsl\.deep\[0\]\[0\]\[0\](\.k){26}: nests"):
+        load_document(path)
+    path.write_text(json.dumps({"components": {}, "deep": _nested(29)}))
+    assert load_document(path).dsl["deep"] == _nested(29)  # 30 levels with the DSL itself: what the store keeps
+
+
+@pytest.mark.parametrize("text, where", [
+    ('{"title": "bad \\ud800", "dsl": {"components": {}}}', r"\.title"),
+    ('{"tags": ["ok", "\\uDC00"], "dsl": {"components": {}}}', r"\.tags\[1\]"),
+    ('{"components": {"a": {"x\\udfff": 1}}}', r"\.components\.a"),
+    ('{"components": {}, "prompt": ["\\ud83d"]}', r"\.prompt\[0\]"),
+])
+def test_lone_surrogate_escapes_are_refused_by_path(tmp_path, text, where):
+    # JSON allows "\ud800" alone, UTF-8 (and so protobuf) cannot carry it: `canvas import` ended in a traceback.
+    path = tmp_path / "canvas.json"
+    path.write_text(text)
+    with pytest.raises(InvalidArgumentError, match=rf"canvas\.json{where}: holds a lone surrogate"):
+        load_document(path)
+    path.write_text('{"components": {}, "emoji": "\\ud83d\\ude00"}')  # a pair is one character
+    assert load_document(path).dsl["emoji"] == "\U0001F600"

@@ -164,3 +164,21 @@ def test_lone_surrogates_become_question_marks():
     target = pb.Canvas()
     cache.fill(target.dsl, {"x": "\ud800"})
     assert from_struct(target.dsl) == {"x": "?"}
+
+
+from services.common.structs import find_too_deep  # noqa: E402
+
+
+def test_find_too_deep_names_the_first_container_past_the_limit():
+    assert find_too_deep({"a": [{"b": 1}]}, 3) is None  # object, list, object: three levels
+    assert find_too_deep({"a": [{"b": {}}]}, 3) == ".a[0].b"
+    assert find_too_deep([[[]]], 2) == "[0][0]"
+    assert find_too_deep("text", 0) is None  # a scalar is no container
+
+
+def test_find_too_deep_is_iterative_past_the_recursion_limit():
+    value: dict = {}
+    for _ in range(5000):
+        value = {"k": value}
+    assert find_too_deep(value, 5001) is None  # 5,000 wrappers around an empty object
+    assert find_too_deep(value, 30) == ".k" * 30

@@ -7,11 +7,14 @@ import json
 from typing import Any
 
 from services.canvas_store.core.types import Category, JsonObject, Template
+from services.canvas_store.core.validation import MAX_JSON_DEPTH, json_depth
 from services.common.errors import InvalidArgumentError
 
 # Components that start an ingestion pipeline instead of an agent conversation (RAGFlow dataflow).
 _DATAFLOW_ENTRY = {"File"}
 _AGENT_ENTRY = {"Begin"}
+MAX_DSL_DEPTH = MAX_JSON_DEPTH - 1
+"""A run's spec holds the DSL one level down, so a DSL that fits can always be run."""
 
 
 def canonical_json(value: Any) -> bytes:
@@ -27,13 +30,14 @@ def validate_dsl(dsl: Any, *, field: str, max_bytes: int) -> int:
     """Check the DSL's shape and size; returns its canonical size in bytes.
 
     The store checks only what it needs to stay sound: an object with a `components` object, within the
-    size limit. The orchestrator's ValidateCanvas checks the graph itself.
+    size and nesting limits. The orchestrator's ValidateCanvas checks the graph itself.
     """
     if not isinstance(dsl, dict):
         raise InvalidArgumentError.for_field(field, "must be a JSON object")
     components = dsl.get("components")
     if not isinstance(components, dict):
         raise InvalidArgumentError.for_field(f"{field}.components", "is required and must be an object of components")
+    json_depth(dsl, field, MAX_DSL_DEPTH)
     try:
         size = len(canonical_json(dsl))
     except ValueError as error:

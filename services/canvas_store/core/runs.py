@@ -103,6 +103,7 @@ class RunService:
             if self._canvases.get_revision(canvas_id, run.revision_id) is None:
                 raise NotFoundError(f"revision {run.revision_id!r} of canvas {canvas_id!r} not found",
                                     resource_type="revision", resource_name=run.revision_id)
+        validation.json_depth(run.spec, "run.spec")
         spec_size = len(canonical_json(run.spec or {}))
         if spec_size > self._max_spec_bytes:
             raise InvalidArgumentError.for_field("run.spec", f"is {spec_size} bytes; at most {self._max_spec_bytes}")
@@ -199,6 +200,9 @@ class RunService:
         for index, step in enumerate(commit.steps):
             if len(step.node_id) > 255:
                 raise InvalidArgumentError.for_field(f"steps[{index}].node_id", "longer than 255 characters")
+            validation.json_depth(step.state, f"steps[{index}].state")
+        if commit.outputs is not None:
+            validation.json_depth(commit.outputs, "outputs")
 
     def list_steps(self, caller: Caller, run_id: str, after_step: int) -> list[RunStep]:
         self.get_summary(caller, run_id)

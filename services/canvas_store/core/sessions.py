@@ -95,6 +95,9 @@ class SessionService:
         for index, message in enumerate(messages):
             if not isinstance(message.get("role"), str):
                 raise InvalidArgumentError.for_field(f"messages[{index}].role", "is required (user, assistant, ...)")
+            validation.json_depth(message, f"messages[{index}]", validation.MAX_JSON_DEPTH - 1)  # history wraps it
+        if state is not None:
+            validation.json_depth(state, "state")
         size = len(canonical_json({"messages": messages, "state": state}))
         if size > self._max_state_bytes:
             raise InvalidArgumentError.for_field("state", f"turn and state are {size} bytes; at most {self._max_state_bytes}")

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Iterable
+from typing import Any
 
 from services.canvas_store.core.ids import is_id
 from services.common.errors import InvalidArgumentError
+from services.common.structs import find_too_deep
 
 MAX_TITLE = 255
 MAX_TAG = 64
@@ -15,6 +17,9 @@ MAX_REQUEST_ID = 64
 MAX_USER_ID = 128
 MAX_DESCRIPTION = 65_536
 MAX_AVATAR = 4 << 20
+MAX_JSON_DEPTH = 31
+"""Objects and arrays nested in one stored JSON value. MariaDB's JSON type holds at most 31 (error 4040 at 32,
+which failed the write as UNAVAILABLE), so every backend refuses deeper values alike, naming the path."""
 
 # Paths UpdateCanvas may change; "*" stands for all of them.
 UPDATABLE_CANVAS_FIELDS = ("title", "description", "avatar", "permission", "release", "tags", "dsl")
@@ -93,6 +98,13 @@ def tags(values: Iterable[str], field: str = "canvas.tags") -> list[str]:
     return result
 
 
+def json_depth(value: Any, field: str, limit: int = MAX_JSON_DEPTH) -> None:
+    """INVALID_ARGUMENT naming the path (`field.key[0]...`) of the first object or array nested deeper than
+    `limit` levels in a JSON-shaped value (the value itself is level 1)."""
+    if (where := find_too_deep(value, limit)) is not None:
+        raise InvalidArgumentError.for_field(field + where, f"nests objects and arrays more than {limit} levels deep")
+
+
 def resource_id(value: str, field: str) -> str:
     if not value:
         raise InvalidArgumentError.for_field(field, "is required")
@@ -122,6 +134,16 @@ def user_id(value: str, field: str) -> str:
     if len(value) > MAX_USER_ID:
         raise InvalidArgumentError.for_field(field, f"must be at most {MAX_USER_ID} characters")
     return value
+
+
+def caller_ids(tenant_id: str, user_id: str, field: str = "x-agentcanvas-on-behalf-of") -> None:
+    """The caller's tenant and user ids must fit the store's id columns (MAX_USER_ID characters on every backend;
+    PostgreSQL and MariaDB refused longer ones as INTERNAL). They come from the token, or from a service
+    principal's on-behalf-of header, which is what `field` names."""
+    for kind, value in (("tenant", tenant_id), ("user", user_id)):
+        if len(value) > MAX_USER_ID:
+            raise InvalidArgumentError.for_field(
+                field, f"names a {kind} id of {len(value)} characters; the store keeps ids of at most {MAX_USER_ID}")
 
 
 def page_size(value: int, *, default: int = 20, maximum: int = 100, field: str = "page_size") -> int:
