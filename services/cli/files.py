@@ -90,7 +90,7 @@ def parse_document(raw: Any, *, source: str = "canvas file") -> CanvasDocument:
     """Accept a template wrapper or a bare DSL; raise InvalidArgumentError naming what is wrong."""
     if not isinstance(raw, dict):
         raise InvalidArgumentError.for_field(source, "must hold a JSON object")
-    if isinstance(raw.get("dsl"), dict):
+    if isinstance(raw.get("dsl"), dict) and "components" not in raw:  # as the store's import tells them apart
         dsl = raw["dsl"]
         declared = str(raw.get("canvas_category") or "").lower()
         category = "DATAFLOW" if declared.startswith("dataflow") else "AGENT" if declared.startswith("agent") else ""

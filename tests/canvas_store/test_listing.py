@@ -6,6 +6,7 @@ import uuid
 
 import grpc
 from agentcanvas.v1 import canvas_store_pb2 as pb
+from google.protobuf import field_mask_pb2
 
 from tests.canvas_store.conftest import create_canvas, expect_code
 
@@ -100,10 +101,30 @@ async def test_filters(store):
     assert await ids(store.alice, f'tags:"{tag}" AND category=DATAFLOW') == set()
     assert await ids(store.alice, f'tags:"{tag}" AND category=AGENT') == {plain.id, both.id}
     for bad in ("title", "colour=red", "category=ROBOT", 'title:"unterminated', "permission=ME OR owner=x",
-                "tags:any(a"):
+                "tags:any(a", 'owner=""'):
         await expect_code(store.alice.ListCanvases(pb.ListCanvasesRequest(filter=bad)), grpc.StatusCode.INVALID_ARGUMENT)
     await expect_code(store.alice.ListCanvases(pb.ListCanvasesRequest(order_by="owner_id")),
                       grpc.StatusCode.INVALID_ARGUMENT)
+
+
+async def test_tag_filters_match_regardless_of_case_as_tags_are_deduplicated(store):
+    word = uuid.uuid4().hex[:8]
+    upper = await create_canvas(store.alice, tags=[f"AI-{word}", f"ai-{word}", f"Ünï-{word}"])
+    assert list(upper.tags) == [f"AI-{word}", f"Ünï-{word}"]  # one tag per case key, first spelling kept
+    lower = await create_canvas(store.alice, tags=[f"ai-{word}"])
+
+    async def ids(text: str) -> set[str]:
+        return {c.id for c in (await store.alice.ListCanvases(pb.ListCanvasesRequest(filter=text))).canvases}
+
+    assert await ids(f'tags:"ai-{word}"') == await ids(f'tags:"Ai-{word}"') == {upper.id, lower.id}
+    assert await ids(f'tags:all("AI-{word}","üNÏ-{word}")') == {upper.id}
+    assert await ids(f'tags:any("x-{word}","ÜNÏ-{word}")') == {upper.id}
+    retagged = await store.alice.UpdateCanvas(pb.UpdateCanvasRequest(
+        canvas=pb.Canvas(id=lower.id, etag=lower.etag, tags=[f"Ünï-{word}"]),
+        update_mask=field_mask_pb2.FieldMask(paths=["tags"])))
+    assert list(retagged.tags) == [f"Ünï-{word}"]
+    assert await ids(f'tags:"ünï-{word}"') == {upper.id, lower.id}
+    assert await ids(f'tags:"ai-{word}"') == {upper.id}
 
 
 async def test_visibility_of_team_canvases(store):

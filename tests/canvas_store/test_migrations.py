@@ -11,11 +11,11 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from services.canvas_store.adapters.sql import engine as sql_engine
-from services.canvas_store.adapters.sql.models import Base, canvases, idempotency_keys, runs, templates
+from services.canvas_store.adapters.sql.models import Base, canvas_tags, canvases, idempotency_keys, runs, templates
 from services.common.errors import UnavailableError
 from tests.support.databases import temporary_database
 
-HEAD = "0006_idempotency_per_user"
+HEAD = "0007_tag_keys"
 
 
 def _tables(db) -> set[str]:
@@ -49,7 +49,7 @@ _KEYS_0001 = sa.table("idempotency_keys", *(sa.column(name) for name in
 
 
 @pytest.mark.parametrize("start", ["0001_canvases", "0002_durable_runs", "0003_covering_list_indexes",
-                                   "0004_soft_delete", "0005_request_fingerprint"])
+                                   "0004_soft_delete", "0005_request_fingerprint", "0006_idempotency_per_user"])
 def test_upgrade_from_previous_revisions_keeps_data(backend, tmp_path, start):
     with temporary_database(backend, str(tmp_path)) as url:
         db = sql_engine.open_database(url, pool_size=1)
@@ -76,8 +76,9 @@ def test_upgrade_from_previous_revisions_keeps_data(backend, tmp_path, start):
                 key = conn.execute(sa.select(idempotency_keys.c.resource_id, idempotency_keys.c.fingerprint,
                                              idempotency_keys.c.user_id)).one()
             assert (row.title, row.dsl, row.delete_time, row.expire_time) == ("Old", {"components": {}}, 0, 0)
-            # Keys from before 0005 carry no fingerprint; 0006 gives each the user who made it (the owner).
-            assert tuple(key) == ("c" * 32, "", "u")
+            # Keys from before 0005 carry no fingerprint; 0006 gives each the user who made it (the owner). A key
+            # written at 0006 without a user (as this raw insert does) keeps none.
+            assert tuple(key) == ("c" * 32, "", "u" if start < "0006" else "")
         finally:
             db.dispose()
 
@@ -131,6 +132,33 @@ def test_0006_keys_idempotency_by_user_and_backfills_existing_keys(backend, tmp_
                 assert conn.execute(sa.select(canvases.c.title).where(canvases.c.id == "c" * 32)).scalar() == "Doc"
                 assert conn.execute(sa.select(runs.c.creator_id).where(runs.c.id == "r" * 32)).scalar() == "bob"
             _assert_foreign_keys(db)
+        finally:
+            db.dispose()
+
+
+def test_0007_keeps_tag_keys_so_filters_ignore_case(backend, tmp_path):
+    """From 0006 with data: tag rows become their case keys (one row per key), the canvas keeps its spellings."""
+    with temporary_database(backend, str(tmp_path)) as url:
+        db = sql_engine.open_database(url, pool_size=1)
+        try:
+            sql_engine.upgrade(db.engine, "0006_idempotency_per_user")
+            spellings = ["AI", "ai", "Ünïcode", "\u0130stanbul", "plain"]
+            with db.engine.begin() as conn:
+                for cid, tags in (("c" * 32, spellings), ("d" * 32, ["plain"])):
+                    conn.execute(sa.insert(canvases).values(
+                        id=cid, tenant_id="t", owner_id="u", title=cid, title_key=cid, description="", avatar="",
+                        permission="ME", release=False, category="AGENT", tags=tags, dsl={}, etag="e",
+                        head_revision_id="", published_revision_id="", revision_counter=0, create_time=1,
+                        update_time=1))
+                    conn.execute(sa.insert(canvas_tags), [{"canvas_id": cid, "tag": tag} for tag in tags])
+            sql_engine.upgrade(db.engine)
+            assert sql_engine.current_revision(db.engine) == HEAD
+            with db.engine.connect() as conn:
+                rows = conn.execute(sa.select(canvas_tags.c.canvas_id, canvas_tags.c.tag)).all()
+                kept = conn.execute(sa.select(canvases.c.tags).where(canvases.c.id == "c" * 32)).scalar_one()
+            assert sorted((cid[0], tag) for cid, tag in rows) == [
+                ("c", "ai"), ("c", "istanbul"), ("c", "plain"), ("c", "ünïcode"), ("d", "plain")]
+            assert kept == spellings
         finally:
             db.dispose()
 

@@ -130,9 +130,11 @@ async def test_concurrent_turns_one_wins(store):
 async def test_turn_messages_need_a_role(store):
     canvas = await create_canvas(store.alice)
     session = await store.alice.CreateSession(pb.CreateSessionRequest(canvas_id=canvas.id))
-    error = await expect_code(store.alice.AppendSessionTurn(pb.AppendSessionTurnRequest(
-        id=session.id, messages=[to_struct({"content": "x"})])), grpc.StatusCode.INVALID_ARGUMENT)
-    assert "messages[0].role" in error.details()
+    for nameless in ({"content": "x"}, {"role": "", "content": "x"}, {"role": "  ", "content": "x"}, {"role": 1}):
+        error = await expect_code(store.alice.AppendSessionTurn(pb.AppendSessionTurnRequest(
+            id=session.id, messages=[to_struct({"role": "user"}), to_struct(nameless)])), grpc.StatusCode.INVALID_ARGUMENT)
+        assert "messages[1].role" in error.details()
+    assert (await store.alice.GetSession(pb.GetSessionRequest(id=session.id))).conversation_turns == 0
 
 
 async def test_list_by_canvas_and_by_user_then_delete(store):

@@ -47,6 +47,13 @@ def test_bad_documents_name_the_problem(raw, message):
         parse_document(raw)
 
 
+def test_a_bare_dsl_with_a_dsl_key_is_not_taken_for_a_wrapper():
+    raw = {"components": {"begin": {"obj": {"component_name": "Begin", "params": {}}}}, "dsl": {"components": {}}}
+    assert parse_document(raw).dsl is raw
+    wrapped = {"title": "T", "dsl": {"components": {}}}
+    assert parse_document(wrapped).dsl is wrapped["dsl"]
+
+
 def test_unreadable_files_are_invalid_arguments(tmp_path):
     with pytest.raises(InvalidArgumentError, match="does not exist"):
         load_document(tmp_path / "missing.json")

@@ -4,7 +4,7 @@ Grammar (terms joined by AND, case-insensitive keyword):
 
     filter  := term ("AND" term)*
     term    := "title" ":" string                      -- case-insensitive substring of the title
-             | "tags" ":" ("any" | "all") "(" string ("," string)* ")"
+             | "tags" ":" ("any" | "all") "(" string ("," string)* ")"   -- tags match regardless of case
              | "tags" ":" string                       -- same as tags:any("x")
              | "category" "=" ("AGENT" | "DATAFLOW")
              | "permission" "=" ("ME" | "TEAM")
@@ -173,6 +173,8 @@ def parse_filter(text: str) -> CanvasFilter:
         elif name == "owner":
             scanner.expect("=")
             owner = scanner.string()
+            if not owner:  # no canvas has an empty owner; an empty value is a mistake, not "anyone"
+                raise InvalidArgumentError.for_field("filter", "owner needs a user id")
         else:
             raise InvalidArgumentError.for_field(
                 "filter", f"unknown field {name!r} (allowed: title, tags, category, permission, owner)")

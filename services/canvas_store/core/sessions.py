@@ -93,7 +93,8 @@ class SessionService:
         if len(messages) > MAX_TURN_MESSAGES:
             raise InvalidArgumentError.for_field("messages", f"at most {MAX_TURN_MESSAGES} messages per turn")
         for index, message in enumerate(messages):
-            if not isinstance(message.get("role"), str):
+            role = message.get("role")
+            if not isinstance(role, str) or not role.strip():
                 raise InvalidArgumentError.for_field(f"messages[{index}].role", "is required (user, assistant, ...)")
             validation.json_depth(message, f"messages[{index}]", validation.MAX_JSON_DEPTH - 1)  # history wraps it
         if state is not None:

@@ -40,12 +40,14 @@ def _invisible(value: str) -> bool:
     return all(char.isspace() or unicodedata.category(char) == "Cf" for char in value)
 
 
-def title_key(value: str) -> str:
-    """The case-insensitive key of a title (uniqueness per owner and category, the `title:` filter).
+def case_key(value: str) -> str:
+    """The case-insensitive key of a title (uniqueness per owner and category, the `title:` filter) or of a
+    tag (de-duplication, `tags:` filters).
 
     Lower case, one character for one: `str.lower` turns U+0130 (capital I with dot) into two characters,
-    which would let a 255-character title overflow the 255-character `title_key` column on PostgreSQL and
-    MariaDB; such a character keeps only the first character of its lower-case form ("i").
+    which would let a 255-character title overflow the 255-character `title_key` column (or a tag its
+    64-character column) on PostgreSQL and MariaDB; such a character keeps only the first character of its
+    lower-case form ("i"). Migration 0007 keeps a frozen copy: change both or neither.
     """
     key = value.lower()
     if len(key) == len(value):
@@ -90,8 +92,8 @@ def tags(values: Iterable[str], field: str = "canvas.tags") -> list[str]:
         bad = _control_character(tag)
         if bad is not None:
             raise InvalidArgumentError.for_field(f"{field}[{index}]", f"contains the control character U+{ord(bad):04X}")
-        if tag.lower() not in seen:
-            seen.add(tag.lower())
+        if case_key(tag) not in seen:
+            seen.add(case_key(tag))
             result.append(tag)
     if len(result) > MAX_TAGS:
         raise InvalidArgumentError.for_field(field, f"has {len(result)} tags; at most {MAX_TAGS} allowed")

@@ -25,7 +25,7 @@ from services.canvas_store.core.canvases import QUICK_PATHS, canvas_target, idem
 from services.canvas_store.core.filters import CanvasFilter, Ordering
 from services.canvas_store.core.ids import new_etag, new_id, now_ms
 from services.canvas_store.core.policy import Action, Caller, permits
-from services.canvas_store.core.validation import same_request, title_key
+from services.canvas_store.core.validation import case_key, same_request
 from services.canvas_store.core.types import Canvas, Category, DslChange, Permission, Revision
 from services.common.errors import AbortedError, AlreadyExistsError
 from services.common.lru import LRU
@@ -151,7 +151,7 @@ class CanvasRepository:
                 self._list_statements.keep(shape, query)
         params: dict[str, Any] = {"b_tenant": tenant_id, "b_user": user_id, "b_limit": limit + 1}
         if flt.title:
-            params["b_title"] = "%" + _escape_like(title_key(flt.title)) + "%"
+            params["b_title"] = "%" + _escape_like(case_key(flt.title)) + "%"
         if flt.category:
             params["b_category"] = flt.category.value
         if flt.permission:
@@ -159,9 +159,9 @@ class CanvasRepository:
         if flt.owner:
             params["b_owner"] = flt.owner
         for index, group in enumerate(flt.tags_any):
-            params.update({f"b_any_{index}_{n}": tag for n, tag in enumerate(group)})
+            params.update({f"b_any_{index}_{n}": case_key(tag) for n, tag in enumerate(group)})
         for index, tag in enumerate(flt.tags_all):
-            params[f"b_all_{index}"] = tag
+            params[f"b_all_{index}"] = case_key(tag)
         if after is not None:
             params["b_after_key"], params["b_after_id"] = after
         if changed_before is not None:
@@ -248,7 +248,7 @@ class CanvasRepository:
             now = now_ms()
             conn.execute(sa.insert(canvases).values(
                 id=canvas.id, tenant_id=canvas.tenant_id, owner_id=canvas.owner_id, title=canvas.title,
-                title_key=title_key(canvas.title), description=canvas.description, avatar=canvas.avatar,
+                title_key=case_key(canvas.title), description=canvas.description, avatar=canvas.avatar,
                 permission=canvas.permission.value, release=canvas.release, category=canvas.category.value,
                 tags=canvas.tags, dsl=change.dsl, etag=canvas.etag, head_revision_id=revision_id,
                 published_revision_id="", revision_counter=1, create_time=now, update_time=now))
@@ -300,9 +300,9 @@ class CanvasRepository:
         etag = new_etag()
         values.update(etag=etag, update_time=now)
         if "title" in values:
-            values["title_key"] = title_key(values["title"])
+            values["title_key"] = case_key(values["title"])
         new_revision_id = ""
-        if "title" in values and values["title_key"] != title_key(current.title):
+        if "title" in values and values["title_key"] != case_key(current.title):
             probe = Canvas(**{**current.__dict__, "title": values["title"]})
             self._check_title_free(conn, probe, exclude_id=current.id)
         if change is not None:
@@ -401,7 +401,7 @@ class CanvasRepository:
     def _check_title_free(self, conn: Connection, canvas: Canvas, exclude_id: str | None) -> None:
         query = sa.select(canvases.c.id).where(
             canvases.c.tenant_id == canvas.tenant_id, canvases.c.owner_id == canvas.owner_id,
-            canvases.c.category == canvas.category.value, canvases.c.title_key == title_key(canvas.title))
+            canvases.c.category == canvas.category.value, canvases.c.title_key == case_key(canvas.title))
         if exclude_id:
             query = query.where(canvases.c.id != exclude_id)
         if conn.execute(query.limit(1)).first() is not None:
@@ -412,7 +412,9 @@ class CanvasRepository:
         if replace:
             conn.execute(sa.delete(canvas_tags).where(canvas_tags.c.canvas_id == canvas_id))
         if tags:
-            conn.execute(sa.insert(canvas_tags), [{"canvas_id": canvas_id, "tag": tag} for tag in tags])
+            # The key, not the spelling: `tags:` filters match regardless of case (the canvas row keeps the spelling).
+            keys = dict.fromkeys(case_key(tag) for tag in tags)
+            conn.execute(sa.insert(canvas_tags), [{"canvas_id": canvas_id, "tag": key} for key in keys])
 
     def _prune(self, conn: Connection, canvas_id: str, head_id: str, published_id: str) -> None:
         """Retention: keep released revisions, the head, the published one, revisions pinned by sessions,
