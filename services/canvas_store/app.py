@@ -106,7 +106,7 @@ class StoreApp:
         self._closed = False
         self.tenants = TenantRepository(self.db)
         self.canvas_repo = CanvasRepository(self.db, settings.keep_draft_revisions)
-        self.session_repo = SessionRepository(self.db, settings.session_history_max)
+        self.session_repo = SessionRepository(self.db, settings.session_history_max, settings.session_history_max_bytes)
         self.run_repo = RunRepository(self.db)
         self.canvases: CanvasService
         self.sessions: SessionService

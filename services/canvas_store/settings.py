@@ -19,6 +19,9 @@ class StoreSettings:
     """Unpublished revisions kept per canvas besides released, head and session-pinned ones."""
     session_history_max: int = 50
     """Messages kept in a session's history; older ones are dropped on append."""
+    session_history_max_bytes: int = 4 << 20
+    """Canonical JSON bytes of a session's history; older messages are dropped past it (never the turn being
+    appended, which max_dsl_bytes bounds)."""
     max_dsl_bytes: int = DEFAULT_MAX_DSL_BYTES
     """Largest accepted DSL (canonical JSON bytes)."""
     page_token_secret: str = ""
@@ -61,6 +64,7 @@ class StoreSettings:
             database_url=url,
             keep_draft_revisions=positive("keep_draft_revisions", 20),
             session_history_max=positive("session_history_max", 50),
+            session_history_max_bytes=positive("session_history_max_bytes", 4 << 20, minimum=1024),
             max_dsl_bytes=positive("max_dsl_bytes", DEFAULT_MAX_DSL_BYTES),
             page_token_secret=str(section.get("page_token_secret") or ""),
             page_token_ttl_s=positive("page_token_ttl_s", 3 * 24 * 3600),

@@ -10,7 +10,7 @@ import grpc
 import pytest
 import sqlalchemy as sa
 from agentcanvas.v1 import canvas_store_pb2 as pb
-from google.protobuf import field_mask_pb2
+from google.protobuf import field_mask_pb2, struct_pb2
 
 from services.canvas_store.adapters.sql.models import canvases, revisions
 from services.canvas_store.core.ids import new_etag, new_id
@@ -113,6 +113,27 @@ async def test_history_is_bounded_and_turns_counted(store):
     assert [from_struct(m)["content"] for m in session.history] == ["q2", "a2", "q3", "a3", "q4", "a4"]
     got = await store.alice.GetSession(pb.GetSessionRequest(id=session.id))
     assert from_struct(got.state) == {"turn": 4} and len(got.history) == 6 and got.etag == etag
+
+
+async def test_history_is_bounded_in_bytes_but_keeps_the_turn_being_appended(store):
+    # store.session_history_max_bytes is 64 KiB in the test store; each message here is ~20 KB.
+    canvas = await create_canvas(store.alice)
+    session = await store.alice.CreateSession(pb.CreateSessionRequest(canvas_id=canvas.id))
+
+    def big(role: str, n: int, size: int = 20_000) -> struct_pb2.Struct:
+        return to_struct({"role": role, "content": f"{n}:" + "x" * size})
+
+    for n in range(3):
+        session = await store.alice.AppendSessionTurn(pb.AppendSessionTurnRequest(
+            id=session.id, messages=[big("user", n), big("assistant", n)]))
+    # Six messages fit the count bound, but only the newest three fit 64 KiB.
+    kept = [from_struct(m)["content"].split(":")[0] for m in session.history]
+    assert kept == ["1", "2", "2"] and [from_struct(m)["role"] for m in session.history][1:] == ["user", "assistant"]
+    # A turn larger than the bound on its own keeps all of its messages and drops everything older.
+    session = await store.alice.AppendSessionTurn(pb.AppendSessionTurnRequest(
+        id=session.id, messages=[big("user", 3, 40_000), big("assistant", 3, 40_000)]))
+    got = await store.alice.GetSession(pb.GetSessionRequest(id=session.id))
+    assert [from_struct(m)["content"][:2] for m in got.history] == ["3:", "3:"] and got.conversation_turns == 4
 
 
 async def test_concurrent_turns_one_wins(store):

@@ -92,6 +92,7 @@ def test_default_limits():
     settings = StoreSettings.from_config(Config.load(env={"AGENT_CANVAS_DATA_DIR": "/tmp/ac-defaults"}))
     assert settings.max_dsl_bytes == 8 * 1024 * 1024
     assert settings.keep_draft_revisions == 20 and settings.session_history_max == 50
+    assert settings.session_history_max_bytes == 4 << 20
     assert settings.database_url == "sqlite:////tmp/ac-defaults/store.db"
 
 

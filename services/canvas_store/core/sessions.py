@@ -16,6 +16,22 @@ from services.common.errors import FailedPreconditionError, InvalidArgumentError
 MAX_TURN_MESSAGES = 100
 
 
+def trim_history(history: list[JsonObject], appended: list[JsonObject], max_messages: int,
+                 max_bytes: int) -> list[JsonObject]:
+    """The history after a turn: the newest `max_messages`, then the oldest dropped while the whole is over
+    `max_bytes` of canonical JSON. The turn's own messages always stay (their size is checked on the way in),
+    so a long conversation cannot grow a session row without bound, and an answer is never lost."""
+    kept = (history + appended)[-max_messages:] if max_messages else []
+    if len(canonical_json(kept)) <= max_bytes:  # the common case: one dump, nothing dropped
+        return kept
+    sizes = [len(canonical_json(message)) + 1 for message in kept]  # + its comma
+    total, start, floor = sum(sizes) + 1, 0, min(len(appended), len(kept))
+    while total > max_bytes and len(kept) - start > floor:
+        total -= sizes[start]
+        start += 1
+    return kept[start:]
+
+
 class SessionService:
     def __init__(self, canvases: Any, sessions: Any, tenants: Any, tokens: PageTokenCodec, *, max_state_bytes: int):
         self._canvases = canvases

@@ -11,6 +11,7 @@ from services.canvas_store.adapters.sql.engine import Database
 from services.canvas_store.adapters.sql.models import canvases, revisions, sessions
 from services.canvas_store.core.ids import new_etag, now_ms
 from services.canvas_store.core.policy import Kind, Target
+from services.canvas_store.core.sessions import trim_history
 from services.canvas_store.core.types import JsonObject, Permission, Session
 from services.common.errors import AbortedError, NotFoundError
 
@@ -34,9 +35,10 @@ def session_target(row: Any) -> Target:
 
 
 class SessionRepository:
-    def __init__(self, db: Database, history_max: int):
+    def __init__(self, db: Database, history_max: int, history_max_bytes: int):
         self._db = db
         self._history_max = history_max
+        self._history_max_bytes = history_max_bytes
 
     def insert(self, session: Session) -> Session:
         now = now_ms()
@@ -94,7 +96,7 @@ class SessionRepository:
 
     def append_turn(self, session_id: str, expected_etag: str | None, messages: list[JsonObject],
                     state: JsonObject | None) -> Session:
-        """Append messages (trimmed to the newest `history_max`), bump the turn count, maybe replace state.
+        """Append messages (history trimmed by `trim_history`), bump the turn count, maybe replace state.
 
         The row is locked and re-read in the transaction, so appends without an etag serialise and all land;
         with an etag, a concurrent turn that got there first makes this one ABORTED.
@@ -110,7 +112,7 @@ class SessionRepository:
             if expected_etag and expected_etag != current.etag:
                 raise AbortedError(f"session {session_id!r} changed concurrently (stale etag); re-read and retry",
                                    reason="ETAG_MISMATCH")
-            history = (list(current.history or []) + list(messages))[-self._history_max:] if self._history_max else []
+            history = trim_history(list(current.history or []), list(messages), self._history_max, self._history_max_bytes)
             values: dict[str, Any] = dict(history=history, conversation_turns=current.conversation_turns + 1,
                                           etag=new_etag(), update_time=now_ms())
             if state is not None:
