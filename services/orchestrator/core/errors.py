@@ -1,7 +1,8 @@
 """Errors and signals of the orchestrator core.
 
-NodeError is a component failure handled by the per-node error policy. Pause and cancellation are
-signals, not failures, and deliberately do not share a base with NodeError.
+NodeError is a component failure handled by the per-node error policy. Pause (runner.RunPaused) and
+cancellation (asyncio's CancelledError) are signals, not failures, and deliberately do not share a base
+with NodeError.
 """
 
 from __future__ import annotations
@@ -21,10 +22,3 @@ class NodeTimeoutError(NodeError):
     def __init__(self, node_id: str, seconds: float):
         super().__init__(f"{node_id} timed out after {seconds:g}s", reason="COMPONENT_TIMEOUT", retryable=True)
 
-
-class RunCancelled(Exception):
-    """Signal: CancelRun was requested for this run."""
-
-
-class LeaseLost(Exception):
-    """Signal: another replica owns the run now; stop without writing anything."""

@@ -25,6 +25,7 @@ from services.orchestrator.core.journal import Journal, JournalFailed
 from services.orchestrator.core.ports import Lease, RunError, RunRecord, RunStatus, RunStore, Step, Usage
 from services.orchestrator.core.runner import Execution, Limits, RunFailed, RunPaused
 from services.orchestrator.core.state import RunState
+from services.orchestrator.core.values import json_copy
 
 logger = logging.getLogger(__name__)
 
@@ -150,7 +151,7 @@ class RunLoop:
                 # commit also moves the record from PENDING to RUNNING (the store does not do it on
                 # leasing; a run that ends in its first commit gets its final status instead).
                 journal.stage([Step("", {"kind": "started"})], [ev.Event(ev.WORKFLOW_STARTED, {
-                    "inputs": spec.get("inputs") or {}, "canvas_id": record.canvas_id, "revision_id": record.revision_id,
+                    "inputs": json_copy(spec.get("inputs") or {}), "canvas_id": record.canvas_id, "revision_id": record.revision_id,
                     "resumed": bool(spec.get("resume_from")), "query": spec.get("query", "")})],
                     status=RunStatus.RUNNING)
             outcome = await self._execute(execution, cancel, lost)
@@ -201,7 +202,10 @@ class RunLoop:
                                exc.cause.message)
                 return None
             raise exc
-        raise exc
+        # A bug outside any component (components' own failures are node errors): end the run FAILED
+        # with a generic error rather than leave it to crash again on every replica that takes it over.
+        logger.error("run %s: execution failed unexpectedly", execution.state.spec.get("run_id", ""), exc_info=exc)
+        return RunStatus.FAILED, RunError("INTERNAL", "the run failed with an internal error"), []
 
     async def _finish(self, record: RunRecord, execution: Execution, journal: Journal, status: RunStatus,
                       error: RunError | None, pauses: list[tuple[str, dict[str, Any]]],
@@ -209,7 +213,7 @@ class RunLoop:
         state = execution.state
         answer = "\n\n".join(a for a in state.answers if a)
         last = execution.last_node
-        outputs = {"content": answer, "component_id": last, "outputs": state.outputs.get(last, {}) if last else {}}
+        outputs = {"content": answer, "component_id": last, "outputs": json_copy(state.outputs.get(last, {})) if last else {}}
         events: list[ev.Event] = []
         if status in (RunStatus.FAILED, RunStatus.CANCELLED):
             events.extend(execution.unfinished_events(

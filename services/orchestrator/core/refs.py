@@ -14,11 +14,12 @@ is a *whole reference* and resolves to the typed value instead of a string.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from services.orchestrator.core.values import parse_json
 
 _EXPR = r"[A-Za-z0-9_:\-]+@[A-Za-z0-9_.\-]+|(?:sys|env)\.[A-Za-z0-9_.\-]+|(?:item|index|result)(?:\.[A-Za-z0-9_.\-]+)?"
 _TOKEN = re.compile(r"\{[{ ]*(" + _EXPR + r")[ }]*\}")
@@ -99,7 +100,7 @@ def walk(value: Any, path: tuple[str, ...]) -> Any:
     for segment in path:
         if isinstance(value, str):
             try:
-                value = json.loads(value)
+                value = parse_json(value)
             except ValueError:
                 return None
         if isinstance(value, Mapping):

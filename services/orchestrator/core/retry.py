@@ -46,7 +46,10 @@ def policy_for(params: dict[str, Any], default_timeout_s: float | None, *, max_b
                timeout_override_s: float | None = None) -> NodePolicy:
     method = str(params.get("exception_method") or "").lower()
     goto = params.get("exception_goto") or []
-    goto = (goto,) if isinstance(goto, str) else tuple(str(g) for g in goto)
+    # The ids the loader made exception edges of (dsl/loader._ids): text, or a list of ids; nulls
+    # and other shapes are no target.
+    goto = (goto,) if isinstance(goto, str) else \
+        tuple(str(g) for g in goto if isinstance(g, (str, int)) and str(g)) if isinstance(goto, list) else ()
     default = params.get("exception_default_value")
     if method == "goto" and goto:
         on_error = GOTO

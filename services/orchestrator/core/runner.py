@@ -24,7 +24,7 @@ from services.orchestrator.core.components.base import Outcome
 from services.orchestrator.core.context import Frame, NodeContext, Services
 from services.orchestrator.core.dsl.model import CanvasSpec
 from services.orchestrator.core.errors import NodeError, NodeTimeoutError
-from services.orchestrator.core.journal import Journal
+from services.orchestrator.core.journal import Journal, JournalFailed
 from services.orchestrator.core.ports import Step, Usage
 from services.orchestrator.core.refs import UnknownReferenceError
 from services.orchestrator.core.retry import DEFAULT, FAIL, GOTO, NodePolicy, policy_for
@@ -35,7 +35,9 @@ from services.orchestrator.core.values import json_copy
 logger = logging.getLogger(__name__)
 
 # Failures a component may raise while processing user data; they become node errors under the
-# node's policy. Anything else is a bug and propagates (the RPC boundary logs it).
+# node's policy. Anything else is a bug: it is logged with its traceback and the node fails with a
+# generic INTERNAL error (under its policy too), so the run still ends with its WorkflowFinished
+# instead of crashing on every replica that takes it over. Signals of the run pass through.
 NODE_FAILURES = (NodeError, UnknownReferenceError, ValueError, TypeError, KeyError, IndexError, AttributeError,
                  ArithmeticError, OSError, json.JSONDecodeError, LookupError)
 
@@ -317,6 +319,12 @@ class Execution:
                     return NodeResult(node_id, pause={"nested": paused.pauses}, attempt=attempt)
                 except NODE_FAILURES as exc:
                     error = NodeError(f"{type(exc).__name__}: {exc}", reason="COMPONENT_ERROR")
+                except (RunFailed, JournalFailed):
+                    raise  # a body node failed the run / the store refused a commit: not this node's error
+                except Exception:
+                    logger.exception("run %s: node %s (%s) failed unexpectedly", self.state.spec.get("run_id", ""),
+                                     node_id, node.type)
+                    error = NodeError(f"{node_id} failed with an internal error", reason="INTERNAL")
                 elapsed = int((time.perf_counter() - started) * 1000)
                 if error is None and outcome is not None and outcome.error:
                     error = NodeError(outcome.error)

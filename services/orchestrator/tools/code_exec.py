@@ -143,14 +143,14 @@ def parse_value(outcome: ExecOutcome) -> tuple[bool, Any]:
     if outcome.result_json is not None:
         try:
             return True, json.loads(outcome.result_json)
-        except ValueError:
+        except (ValueError, RecursionError):
             logger.warning("code_exec: the sandbox sent a result that is not JSON; using stdout")
     text = outcome.stdout.strip()
     if not text:
         return False, None
     try:
         return True, json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # too deep to parse: a literal, else text
         pass
     try:
         return True, python_ast.literal(text)

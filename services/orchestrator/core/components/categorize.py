@@ -62,7 +62,10 @@ class Categorize(Component):
         if not categories and not broken:
             return [("category_description", "Categorize needs at least one category")]
         return broken + [(f"category_description.{name}.to", "each category needs a target (to)")
-                         for name, category in categories.items() if not _targets(category)]
+                         for name, category in categories.items() if not _targets(category)] \
+            + [(f"category_description.{name}.examples", "examples must be a list of texts")
+               for name, category in categories.items()
+               if category.get("examples") is not None and not isinstance(category["examples"], list)]
 
     def _prompt(self, ctx, categories: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         lines = ["Classify the user's input into exactly one of these categories:"]

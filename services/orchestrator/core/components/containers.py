@@ -44,7 +44,10 @@ class Iteration(Component):
 
     @classmethod
     def check(cls, params: dict[str, Any]) -> list[Problem]:
-        return [] if params.get("items_ref") else [("items_ref", "Iteration needs items_ref (a reference to a list)")]
+        problems: list[Problem] = [] if params.get("items_ref") else [("items_ref", "Iteration needs items_ref (a reference to a list)")]
+        if params.get("outputs") is not None and not isinstance(params["outputs"], dict):
+            problems.append(("outputs", "outputs must be an object {name: {ref}}"))
+        return problems
 
     async def invoke(self, ctx) -> Outcome:
         items = ctx.resolve(self.param("items_ref"))
@@ -93,12 +96,17 @@ class Loop(Component):
     @classmethod
     def check(cls, params: dict[str, Any]) -> list[Problem]:
         problems: list[Problem] = []
-        for i, var in enumerate(params.get("loop_variables") or []):
+        variables = params.get("loop_variables")
+        if variables and not isinstance(variables, list):
+            problems.append(("loop_variables", "must be a list of {variable, input_mode, value}"))
+        for i, var in enumerate(variables if isinstance(variables, list) else []):
             if not isinstance(var, dict) or not var.get("variable") or not var.get("input_mode"):
                 problems.append((f"loop_variables[{i}]", "Loop Variable is not complete."))
         if str(params.get("logical_operator") or "and").lower() not in ("and", "or"):
             problems.append(("logical_operator", "must be 'and' or 'or'"))
         conditions = params.get("loop_termination_condition")
+        if conditions and not isinstance(conditions, list):
+            problems.append(("loop_termination_condition", "must be a list of {variable, operator, value}"))
         for i, cond in enumerate(conditions if isinstance(conditions, list) else []):
             if not isinstance(cond, dict):
                 problems.append((f"loop_termination_condition[{i}]", "each condition needs variable, operator and value"))

@@ -39,6 +39,9 @@ class DataOperations(Component):
         if op not in OPERATIONS:
             return [("operations", f"unknown operation '{op}'")]
         problems: list[Problem] = []
+        for key in ("select_keys", "remove_keys", "filter_values", "updates", "rename_keys"):
+            if params.get(key) is not None and not isinstance(params[key], list):
+                problems.append((key, f"{key} must be a list, got {type(params[key]).__name__}"))
         for key, shape in (("filter_values", "{key, operator, value}"), ("updates", "{key, value}"),
                            ("rename_keys", "{old_key, new_key}")):
             entries = params.get(key)

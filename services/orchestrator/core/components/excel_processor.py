@@ -9,12 +9,12 @@ from __future__ import annotations
 import base64
 import csv
 import io
-import json
 from typing import Any
 
 from services.orchestrator.core.components.base import Component, Outcome, Problem
 from services.orchestrator.core.components.registry import register
 from services.orchestrator.core.errors import NodeError
+from services.orchestrator.core.values import parse_json
 
 OPERATIONS = ("read", "merge", "transform", "output")
 
@@ -83,7 +83,10 @@ class ExcelProcessor(Component):
             return Outcome(outputs={"data": rows, "summary": f"{len(rows)} rows", "markdown": _markdown(rows)})
         data = ctx.resolve(self.param("transform_data"))
         if isinstance(data, str):
-            data = json.loads(data)
+            try:
+                data = parse_json(data)
+            except ValueError as exc:
+                raise NodeError(f"transform_data is not JSON: {exc}", reason="BAD_DATA") from None
         rows = data if isinstance(data, list) else [data]
         rows = [r if isinstance(r, dict) else {"value": r} for r in rows]
         if op == "transform":

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from services.orchestrator.core.values import parse_json
 
 
 def form_fields(params: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -19,7 +20,7 @@ def answer_value(field: dict[str, Any], raw: Any) -> Any:
         raw = raw["value"]
     if field.get("type") == "object" and isinstance(raw, str):
         try:
-            return json.loads(raw)
+            return parse_json(raw)
         except ValueError:
             return raw
     return raw

@@ -17,6 +17,7 @@ from services.orchestrator.core.components.base import Component, Outcome, Probl
 from services.orchestrator.core.components.registry import register
 from services.orchestrator.core.errors import NodeError
 from services.orchestrator.core.refs import UnknownReferenceError
+from services.orchestrator.core.values import parse_json
 
 _TAGS = re.compile(r"<(script|style)[^>]*>.*?</\1>|<[^>]+>", re.DOTALL | re.IGNORECASE)
 
@@ -43,6 +44,8 @@ class Invoke(Component):
         if str(params.get("datatype") or "json").lower() not in ("json", "formdata"):
             problems.append(("datatype", "datatype must be json or formdata"))
         variables = params.get("variables")
+        if variables is not None and not isinstance(variables, list):
+            problems.append(("variables", "variables must be a list of {key, ref | value}"))
         for i, var in enumerate(variables if isinstance(variables, list) else []):
             if not isinstance(var, dict):
                 problems.append((f"variables[{i}]", "each variable must be an object {key, ref | value}, got "
@@ -67,7 +70,7 @@ class Invoke(Component):
                 value = ctx.render(str(var.get("value", ""))) if var.get("value") is not None else ""
             if isinstance(value, str) and self.param("datatype", "json") == "json" and value.strip()[:1] in "[{":
                 try:
-                    value = json.loads(value)
+                    value = parse_json(value)
                 except ValueError:
                     pass
             args[key] = value
@@ -78,7 +81,7 @@ class Invoke(Component):
         headers = raw
         if isinstance(raw, str):
             try:
-                headers = json.loads(raw) if raw.strip() else {}
+                headers = parse_json(raw) if raw.strip() else {}
             except ValueError:
                 raise NodeError("headers must be a JSON object", reason="BAD_HEADERS") from None
         if not isinstance(headers, dict):

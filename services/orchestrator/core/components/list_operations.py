@@ -39,6 +39,12 @@ class ListOperations(Component):
             problems.append(("query", "ListOperations needs a query (a reference to a list)"))
         if normalise_operation(params.get("operations")) not in OPERATIONS:
             problems.append(("operations", f"unknown operation '{params.get('operations')}'"))
+        if params.get("filter") is not None and not isinstance(params["filter"], dict):
+            problems.append(("filter", "filter must be an object {operator, value}"))
+        try:
+            int(params.get("n") or 0)
+        except (TypeError, ValueError, OverflowError):
+            problems.append(("n", f"n must be a whole number, got {params.get('n')!r}"))
         return problems
 
     async def invoke(self, ctx) -> Outcome:

@@ -8,7 +8,6 @@ The orchestrator never parses <think> tags: the gateway already splits reasoning
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -17,6 +16,7 @@ from services.orchestrator.core.components.registry import register
 from services.orchestrator.core.errors import NodeError
 from services.orchestrator.core.ports import ChatRequest
 from services.orchestrator.core.sessions import history_lines
+from services.orchestrator.core.values import parse_json
 from services.orchestrator.tools.citations import format_knowledge
 
 _FLAGS = {
@@ -79,7 +79,7 @@ def structured_schema(params: dict[str, Any]) -> dict[str, Any] | None:
 
 def parse_json_answer(text: str) -> Any:
     text = text.rsplit("</think>", 1)[-1].strip()
-    return json.loads(_FENCE.sub("", text).strip())
+    return parse_json(_FENCE.sub("", text).strip())
 
 
 @register

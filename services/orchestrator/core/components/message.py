@@ -8,7 +8,6 @@ The variant among several `content` templates is chosen with the run's seeded RN
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from services.orchestrator.core import events as ev
@@ -17,6 +16,7 @@ from services.orchestrator.core.components.registry import register
 from services.orchestrator.core.errors import NodeError
 from services.orchestrator.core.refs import Ref, tokenize
 from services.orchestrator.core.render import stringify
+from services.orchestrator.core.values import parse_json
 
 _DOWNLOAD_KEYS = ("doc_id", "filename", "mime_type")
 
@@ -25,7 +25,7 @@ def as_download(value: Any) -> list[dict[str, Any]] | None:
     """A DocGenerator-style download descriptor (dict, list of dicts, or their JSON), else None."""
     if isinstance(value, str) and value.lstrip().startswith(("{", "[")):
         try:
-            value = json.loads(value)
+            value = parse_json(value)
         except ValueError:
             return None
     if isinstance(value, dict) and all(k in value for k in _DOWNLOAD_KEYS):
@@ -150,3 +150,6 @@ def _render_jinja(text: str) -> str:
         return SandboxedEnvironment().from_string(text).render()
     except TemplateError:
         return text
+    except (RecursionError, MemoryError) as exc:  # e.g. a macro calling itself, 'a' * 10**13
+        kind = "recursion too deep" if isinstance(exc, RecursionError) else "result too large"
+        raise NodeError(f"the template could not be rendered: {kind}", reason="TEMPLATE_ERROR") from None

@@ -26,8 +26,8 @@ class VariableAggregator(Component):
         for i, group in enumerate(groups):
             if not isinstance(group, dict) or not group.get("group_name"):
                 problems.append((f"groups[{i}].group_name", "each group needs a name"))
-            elif not group.get("variables"):
-                problems.append((f"groups[{i}].variables", "each group needs at least one variable"))
+            elif not group.get("variables") or not isinstance(group["variables"], list):
+                problems.append((f"groups[{i}].variables", "each group needs a list of at least one variable"))
         return problems
 
     async def invoke(self, ctx) -> Outcome:

@@ -48,7 +48,10 @@ class VariableAssigner(Component):
     @classmethod
     def check(cls, params: dict[str, Any]) -> list[Problem]:
         problems: list[Problem] = []
-        for i, item in enumerate(params.get("variables") or []):
+        variables = params.get("variables")
+        if variables and not isinstance(variables, list):
+            return [("variables", "must be a list of {variable, operator, parameter}")]
+        for i, item in enumerate(variables or []):
             if not isinstance(item, dict) or not item.get("variable"):
                 problems.append((f"variables[{i}].variable", "missing the variable to assign"))
             elif item.get("operator") in (None, ""):

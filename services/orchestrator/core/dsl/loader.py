@@ -82,17 +82,22 @@ def _normalise_params(component: str, params: dict[str, Any]) -> None:
     if component in ("LLM", "Agent", "Categorize") and isinstance(params.get("prompts"), str):
         params["prompts"] = [{"role": "user", "content": params["prompts"]}]  # §1.5 B3
     if component == "Retrieval" and not params.get("dataset_ids") and params.get("kb_ids"):
-        params["dataset_ids"] = list(params["kb_ids"])  # §1.5 B4
+        kb_ids = params["kb_ids"]  # §1.5 B4
+        params["dataset_ids"] = list(kb_ids) if isinstance(kb_ids, list) else [kb_ids]
     if component == "CodeExec":
         params["lang"] = {"python3": "python", "javascript": "nodejs"}.get(params.get("lang"), params.get("lang"))
 
 
 def _router_targets(node: NodeSpec) -> list[str]:
     if node.type == "Switch":
-        targets = [t for cond in node.params.get("conditions") or [] if isinstance(cond, dict) for t in _ids(cond.get("to"))]
+        conditions = node.params.get("conditions")
+        targets = [t for cond in conditions if isinstance(cond, dict) for t in _ids(cond.get("to"))] \
+            if isinstance(conditions, list) else []
         return targets + _ids(node.params.get("end_cpn_ids"))
     if node.type == "Categorize":
-        return [t for c in (node.params.get("category_description") or {}).values() if isinstance(c, dict) for t in _ids(c.get("to"))]
+        categories = node.params.get("category_description")
+        return [t for c in categories.values() if isinstance(c, dict) for t in _ids(c.get("to"))] \
+            if isinstance(categories, dict) else []
     return []
 
 
@@ -102,28 +107,33 @@ def load(document: Any) -> LoadResult:
     if not isinstance(dsl, dict) or not isinstance(dsl.get("components"), dict) or not dsl["components"]:
         return LoadResult(None, [CanvasProblem("", "components", "BAD_DSL", "the DSL needs a non-empty 'components' object")])
     names = {
-        (e.get("obj") or {}).get("component_name")
+        e["obj"].get("component_name")
         for e in dsl["components"].values()
-        if isinstance(e, dict) and isinstance(e.get("obj"), dict)
+        if isinstance(e, dict) and isinstance(e.get("obj"), dict) and isinstance(e["obj"].get("component_name"), str)
     }
     if canvas_type.lower() in PIPELINE_TYPES or names & registry.PIPELINE_COMPONENTS:
         raise FailedPreconditionError(
             "this is an ingestion pipeline (dataflow) canvas; it runs on the ingestion runner, not the agent orchestrator",
             reason="INGESTION_PIPELINE",
         )
-    migrated = normalize_chunker_dsl(dsl)
-    dsl = migrated if migrated is not dsl else plain_copy(dsl)
+    dsl = plain_copy(dsl)
+    # Entries get the shape every migration relies on first (obj.component_name text, params an
+    # object, edge lists of ids): a malformed entry is a problem of its own, never a load crash.
+    for cid, entry in list(dsl["components"].items()):
+        if not isinstance(entry, dict) or not isinstance(entry.get("obj"), dict) or not isinstance(entry["obj"].get("component_name"), str):
+            problems.append(CanvasProblem(cid, "obj.component_name", "BAD_DSL", "a component entry needs obj.component_name"))
+            del dsl["components"][cid]
+            continue
+        if not isinstance(entry["obj"].get("params"), dict):
+            entry["obj"]["params"] = {}
+        for key in ("downstream", "upstream"):
+            entry[key] = list(dict.fromkeys(_ids(entry.get(key))))
+    dsl = normalize_chunker_dsl(dsl)
     notes: list[str] = []
     components: dict[str, Any] = dsl["components"]
     migrate_g0_conversations(components, notes)
     for cid, entry in list(components.items()):
-        if not isinstance(entry, dict) or not isinstance(entry.get("obj"), dict) or not isinstance(entry["obj"].get("component_name"), str):
-            problems.append(CanvasProblem(cid, "obj.component_name", "BAD_DSL", "a component entry needs obj.component_name"))
-            del components[cid]
-            continue
         obj = entry["obj"]
-        if not isinstance(obj.get("params"), dict):
-            obj["params"] = {}
         migrate_g0(cid, entry, components, notes)
         name = obj["component_name"]
         if name in RESERVED_TYPES:
@@ -154,10 +164,10 @@ def load(document: Any) -> LoadResult:
     dsl["path"] = []  # runtime state lives in the run journal, never in the DSL (§7 item 6)
     display = {}
     graph = dsl.get("graph")
-    if isinstance(graph, dict):
-        for gnode in graph.get("nodes") or []:
-            if isinstance(gnode, dict) and isinstance(gnode.get("data"), dict):
-                display[gnode.get("id")] = str(gnode["data"].get("name") or "")
+    if isinstance(graph, dict) and isinstance(graph.get("nodes"), list):  # display names only
+        for gnode in graph["nodes"]:
+            if isinstance(gnode, dict) and isinstance(gnode.get("id"), str) and isinstance(gnode.get("data"), dict):
+                display[gnode["id"]] = str(gnode["data"].get("name") or "")
     nodes = {
         cid: NodeSpec(
             id=cid,

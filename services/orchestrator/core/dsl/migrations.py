@@ -34,20 +34,25 @@ def _rewrite_strings(value: Any, id_map: dict[str, str]) -> Any:
     return value
 
 
+def _renamed(value: Any, table: dict[str, str]) -> Any:
+    """`value` through a rename table; anything that is not text (a malformed id) as it is."""
+    return table.get(value, value) if isinstance(value, str) else value
+
+
 def normalize_chunker_dsl(dsl: Any) -> Any:
     """§1.5 A: component and id renames, applied everywhere ids can appear."""
     if not isinstance(dsl, dict) or not isinstance(dsl.get("components"), dict):
         return dsl
     if not any(
-        isinstance(e, dict) and ((e.get("obj") or {}).get("component_name") in COMPONENT_RENAMES or cid.split(":", 1)[0] in COMPONENT_RENAMES)
+        isinstance(e, dict) and (_name_of(e) in COMPONENT_RENAMES or cid.split(":", 1)[0] in COMPONENT_RENAMES)
         for cid, e in dsl["components"].items()
     ):
         return dsl  # nothing to migrate (the common case): no copy
     dsl = copy.deepcopy(dsl)
     id_map: dict[str, str] = {}
     for cid, entry in dsl["components"].items():
-        obj = entry.get("obj", {}) if isinstance(entry, dict) else {}
-        name = obj.get("component_name")
+        obj = entry.get("obj") if isinstance(entry, dict) and isinstance(entry.get("obj"), dict) else {}
+        name = _name_of(entry)
         if name in COMPONENT_RENAMES:
             obj["component_name"] = COMPONENT_RENAMES[name]
         for old, new in COMPONENT_RENAMES.items():
@@ -59,32 +64,35 @@ def normalize_chunker_dsl(dsl: Any) -> Any:
         if isinstance(entry, dict):
             for key in ("downstream", "upstream"):
                 if isinstance(entry.get(key), list):
-                    entry[key] = [id_map.get(x, x) for x in entry[key]]
-            if entry.get("parent_id") in id_map:
-                entry["parent_id"] = id_map[entry["parent_id"]]
+                    entry[key] = [_renamed(x, id_map) for x in entry[key]]
+            if "parent_id" in entry:
+                entry["parent_id"] = _renamed(entry["parent_id"], id_map)
         components[id_map.get(cid, cid)] = entry
     dsl["components"] = components
     if isinstance(dsl.get("path"), list):
-        dsl["path"] = [id_map.get(x, x) for x in dsl["path"]]
+        dsl["path"] = [_renamed(x, id_map) for x in dsl["path"]]
     graph = dsl.get("graph")
-    if isinstance(graph, dict):
-        for node in graph.get("nodes", []) or []:
-            node["id"] = id_map.get(node.get("id"), node.get("id"))
-            if node.get("parentId") in id_map:
-                node["parentId"] = id_map[node["parentId"]]
-            node["type"] = NODE_TYPE_RENAMES.get(node.get("type"), node.get("type"))
-            data = node.get("data") or {}
-            label = data.get("label")
-            if label in COMPONENT_RENAMES:
-                data["label"] = COMPONENT_RENAMES[label]
-            if data.get("name") in LEGACY_OPERATOR_NAMES.values() or data.get("name") in COMPONENT_RENAMES:
-                data["name"] = COMPONENT_RENAMES.get(data["name"], data["name"])
+    if isinstance(graph, dict):  # display data: entries of another shape are left as they are
+        for node in graph["nodes"] if isinstance(graph.get("nodes"), list) else []:
+            if not isinstance(node, dict):
+                continue
+            for key, table in (("id", id_map), ("parentId", id_map), ("type", NODE_TYPE_RENAMES)):
+                if key in node:
+                    node[key] = _renamed(node[key], table)
+            data = node.get("data") if isinstance(node.get("data"), dict) else {}
+            if "label" in data:
+                data["label"] = _renamed(data["label"], COMPONENT_RENAMES)
+            if "name" in data:
+                data["name"] = _renamed(data["name"], COMPONENT_RENAMES)
             if "form" in data:
                 data["form"] = _rewrite_strings(data["form"], id_map)
         olds = sorted(id_map, key=len, reverse=True)
-        for edge in graph.get("edges", []) or []:
-            edge["source"] = id_map.get(edge.get("source"), edge.get("source"))
-            edge["target"] = id_map.get(edge.get("target"), edge.get("target"))
+        for edge in graph["edges"] if isinstance(graph.get("edges"), list) else []:
+            if not isinstance(edge, dict):
+                continue
+            for key in ("source", "target"):
+                if key in edge:
+                    edge[key] = _renamed(edge[key], id_map)
             if isinstance(edge.get("id"), str):
                 for old in olds:
                     edge["id"] = edge["id"].replace(old, id_map[old])
@@ -98,7 +106,7 @@ def upgrade_g1(params: dict[str, Any], component: str, notes: list[str], cid: st
     """G1 parameter shapes → G2, in place."""
     if component in ("Agent", "LLM"):
         legacy_tools = params.pop("llm_enabled_tools", None)
-        if legacy_tools and not params.get("tools"):
+        if isinstance(legacy_tools, list) and legacy_tools and not params.get("tools"):
             params["tools"] = [
                 {"component_name": t.get("component_name", ""), "name": t.get("component_name", ""), "params": t.get("params", {})}
                 if isinstance(t, dict)
@@ -113,7 +121,8 @@ def upgrade_g1(params: dict[str, Any], component: str, notes: list[str], cid: st
                 outputs["structured"] = legacy_schema if isinstance(legacy_schema, dict) else {"value": legacy_schema}
                 notes.append(f"{cid}: output_structure upgraded to outputs.structured")
     if component == "Categorize":
-        for category in (params.get("category_description") or {}).values():
+        categories = params.get("category_description")
+        for category in categories.values() if isinstance(categories, dict) else ():
             if not isinstance(category, dict):
                 continue
             if isinstance(category.get("to"), str):
