@@ -118,7 +118,31 @@ BAD = {
     "llm legacy tools a number": (with_entry("x", node("LLM", {"llm_id": "m", "llm_enabled_tools": 5, "prompts": 7})),
                                   ("x", "params.prompts", "BAD_PARAM")),
     "retrieval kb_ids a number": (with_entry("x", node("Retrieval", {"kb_ids": 5, "query": "sys.query"})), None),
+    # Numbers the components convert at run time (they failed the run with "ValueError: invalid literal").
+    "temperature text": (with_entry("x", node("LLM", {"llm_id": "m", "temperatureEnabled": True, "temperature": "warm"})),
+                         ("x", "params.temperature", "BAD_PARAM")),
+    "max_tokens fractional text": (with_entry("x", node("LLM", {"llm_id": "m", "maxTokensEnabled": True,
+                                                                "max_tokens": "512.5"})), ("x", "params.max_tokens", "BAD_PARAM")),
+    "max_tokens zero": (with_entry("x", node("Agent", {"llm_id": "m", "maxTokensEnabled": True, "max_tokens": 0})),
+                        ("x", "params.max_tokens", "BAD_PARAM")),
+    "history window text": (with_entry("x", node("Categorize", {"llm_id": "m", "message_history_window_size": "all",
+                                                                "category_description": {"A": {"to": ["m"]}}})),
+                            ("x", "params.message_history_window_size", "BAD_PARAM")),
+    "max_retries beyond the cap": (with_entry("x", node("Message", {"content": ["x"], "max_retries": 1e300})),
+                                   ("x", "params.max_retries", "BAD_PARAM")),
+    "delay_after_error negative": (with_entry("x", node("Message", {"content": ["x"], "delay_after_error": -1})),
+                                   ("x", "params.delay_after_error", "BAD_PARAM")),
+    "agent max_rounds text": (with_entry("x", node("Agent", {"llm_id": "m", "max_rounds": "many"})),
+                              ("x", "params.max_rounds", "BAD_PARAM")),
 }
+
+
+def test_numeric_text_and_disabled_sampling_params_are_accepted():
+    # RAGFlow's own files hold some numbers as text ("0.1"); a sampling param is only read when enabled.
+    doc = with_entry("x", node("LLM", {"llm_id": "m", "temperatureEnabled": True, "temperature": "0.1",
+                                       "topPEnabled": False, "top_p": "n/a", "max_retries": "", "delay_after_error": "1"}))
+    doc["components"]["begin"]["downstream"] = ["m", "x"]
+    assert [p for p in validate(doc).problems if p.code == "BAD_PARAM"] == []
 
 
 @pytest.mark.parametrize("case", list(BAD))

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.orchestrator.core import events as ev
-from services.orchestrator.core.components.base import Outcome, Problem
+from services.orchestrator.core.components.base import Outcome, Problem, number_problem
 from services.orchestrator.core.components.llm import LLM, parse_json_answer, structured_schema, with_citation_prompt
 from services.orchestrator.core.components.registry import register
 from services.orchestrator.core.dsl.model import NodeSpec
@@ -114,7 +114,8 @@ class Agent(LLM):
 
     @classmethod
     def check(cls, params: dict[str, Any]) -> list[Problem]:
-        return [*super().check(params), *check_tools(params)]
+        rounds = number_problem(params, "max_rounds", int, low=0, blank_is_default=True)
+        return [*super().check(params), *check_tools(params), *([rounds] if rounds else [])]
 
     def has_tools(self) -> bool:
         return bool(tool_entries(self.params) or mcp_entries(self.params))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -24,6 +25,40 @@ COMMON_PARAMS = {
     "inputs": {},
     "outputs": {},
 }
+
+
+MAX_RETRIES = 20
+"""The most extra attempts a node may ask for (backoff is capped, so about ten minutes of retrying)."""
+
+
+def number_problem(params: dict[str, Any], name: str, kind: type[int] | type[float], *, low: float | None = None,
+                   high: float | None = None, blank_is_default: bool = False) -> Problem | None:
+    """A problem when params[name] is set but is not what the component's `kind(value)` conversion at run time
+    accepts (numeric text such as "0.1" is fine, as RAGFlow's files hold some), or is out of [low, high]. Null is
+    absent; so is blank text where the component reads it as `value or default`."""
+    value = params.get(name)
+    if value is None or (blank_is_default and value == ""):
+        return None
+    try:
+        number = kind(value)
+        usable = not isinstance(value, bool) and math.isfinite(number)
+    except (TypeError, ValueError, OverflowError):
+        usable = False
+    what = "a whole number" if kind is int else "a number"
+    if not usable:
+        return name, f"{name} must be {what}, got {value!r}"
+    if (low is not None and number < low) or (high is not None and number > high):
+        bounds = f"at least {low:g}" if high is None else f"from {low:g} to {high:g}" if low is not None else f"at most {high:g}"
+        return name, f"{name} must be {what} {bounds}, got {value!r}"
+    return None
+
+
+def common_problems(params: dict[str, Any]) -> list[Problem]:
+    """The numeric common params (COMMON_PARAMS) every component's error policy and history window read."""
+    found = (number_problem(params, "max_retries", int, low=0, high=MAX_RETRIES, blank_is_default=True),
+             number_problem(params, "delay_after_error", float, low=0),
+             number_problem(params, "message_history_window_size", int, low=0, blank_is_default=True))
+    return [problem for problem in found if problem is not None]
 
 
 @dataclass

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from services.orchestrator.core.components.base import Component, Outcome, Problem
+from services.orchestrator.core.components.base import Component, Outcome, Problem, number_problem
 from services.orchestrator.core.components.registry import register
 from services.orchestrator.core.errors import NodeError
 from services.orchestrator.core.ports import ChatRequest
@@ -96,6 +96,11 @@ class LLM(Component):
         for i, prompt in enumerate(prompts if isinstance(prompts, list) else []):
             if not isinstance(prompt, dict) or prompt.get("role") not in ("user", "assistant", "system"):
                 problems.append((f"prompts[{i}]", "each prompt needs role user|assistant|system and content"))
+        for name, flag in _FLAGS.items():  # sent to the model only when enabled, so checked only then
+            if params.get(flag):
+                problem = number_problem(params, name, int if name == "max_tokens" else float,
+                                         low=1 if name == "max_tokens" else None)
+                problems.extend([problem] if problem else [])
         return problems
 
     def _messages(self, ctx) -> list[dict[str, Any]]:

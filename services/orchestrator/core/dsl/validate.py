@@ -6,6 +6,7 @@ from typing import Any
 
 from services.common.errors import FailedPreconditionError, FieldViolation, InvalidArgumentError
 from services.orchestrator.core.components import registry
+from services.orchestrator.core.components.base import common_problems
 from services.orchestrator.core.dsl.loader import CanvasProblem, LoadResult, load
 from services.orchestrator.core.dsl.model import CONTAINERS, CanvasSpec
 from services.orchestrator.core.refs import ALIASES, NOT_TEMPLATES, find_refs
@@ -30,7 +31,7 @@ def validate(document: Any, tool_context: Any = None) -> LoadResult:
                 problems.append(CanvasProblem(node.id, "obj.component_name", "UNSUPPORTED",
                                               f"component {node.type} is recognised but not supported by this orchestrator yet"))
         else:
-            for field, message in cls.check(node.params):
+            for field, message in [*common_problems(node.params), *cls.check(node.params)]:
                 problems.append(CanvasProblem(node.id, f"params.{field}", "BAD_PARAM", message))
             for field, message in cls.unsupported(node.params):
                 problems.append(CanvasProblem(node.id, f"params.{field}", "UNSUPPORTED", message))
