@@ -47,6 +47,12 @@ def with_entry(cid, entry):
     return doc
 
 
+def with_entries(**entries):
+    doc = two_nodes()
+    doc["components"].update(entries)
+    return doc
+
+
 def renamed(doc):
     """A PDFGenerator (renamed to DocGenerator on load, spec §1.5 A) makes the loader rewrite ids everywhere."""
     doc["components"]["PDFGenerator:0"] = {"obj": {"component_name": "PDFGenerator", "params": {
@@ -134,6 +140,19 @@ BAD = {
                                    ("x", "params.delay_after_error", "BAD_PARAM")),
     "agent max_rounds text": (with_entry("x", node("Agent", {"llm_id": "m", "max_rounds": "many"})),
                               ("x", "params.max_rounds", "BAD_PARAM")),
+    # Scopes: the runner follows edges within one container only, so these components never ran.
+    "edge into a container body": (with_entries(
+        x=node("Message", {"content": ["x"]}, downstream=["body"]),
+        it=node("Iteration", {"items_ref": "sys.history"}),
+        item={"obj": {"component_name": "IterationItem", "params": {}}, "downstream": ["body"], "upstream": [],
+              "parent_id": "it"},
+        body={"obj": {"component_name": "Message", "params": {"content": ["b"]}}, "downstream": [],
+              "upstream": ["item", "x"], "parent_id": "it"}), ("x", "downstream", "BAD_DSL")),
+    "parent no container": (with_entry("x", node("Message", {"content": ["x"]}, parent_id="m")),
+                            ("x", "parent_id", "BAD_CONTAINER")),
+    "parents in a ring": (with_entries(x=node("Iteration", {"items_ref": "sys.history"}, parent_id="y"),
+                                       y=node("Iteration", {"items_ref": "sys.history"}, parent_id="x")),
+                          ("x", "parent_id", "BAD_CONTAINER")),
 }
 
 

@@ -46,6 +46,7 @@ def validate(document: Any, tool_context: Any = None) -> LoadResult:
         if node.type in CONTAINERS and not canvas.start_child(node.id):
             problems.append(CanvasProblem(node.id, "components", "BAD_CONTAINER", f"{node.type} has no {CONTAINERS[node.type]} child"))
         _check_refs(canvas, node.id, problems, lowered)
+    _check_scopes(canvas, problems)
     _check_reachability(canvas, problems)
     _check_cycles(canvas, problems)
     return result
@@ -130,6 +131,37 @@ def _known_sys(canvas: CanvasSpec, path: tuple[str, ...]) -> bool:
     # The resolver takes the longest dotted prefix that is a key ("sys.files" + "0"), so does this.
     names = _sys_names(canvas)
     return any(".".join(("sys", *path[:i])) in names for i in range(1, len(path) + 1))
+
+
+def _check_scopes(canvas: CanvasSpec, problems: list[CanvasProblem]) -> None:
+    """Each component runs in the scope of its parent container (or the top level), and the runner follows
+    only edges within a scope: a parent that is no container, a parent chain that comes back to the node,
+    or an edge between scopes would leave components that silently never run. A Conversation (the
+    loader's, for conversation loops) is entered from outside at its waiting node, and a container may
+    name its own children."""
+    nodes = canvas.nodes
+    for node in nodes.values():
+        parent = nodes.get(node.parent_id)
+        if parent is not None and parent.type not in CONTAINERS:
+            problems.append(CanvasProblem(node.id, "parent_id", "BAD_CONTAINER",
+                                          f"parent '{parent.id}' is a {parent.type}, not a container (Iteration or Loop)"))
+            continue
+        seen = {node.id}
+        while parent is not None and parent.id not in seen:
+            seen.add(parent.id)
+            parent = nodes.get(parent.parent_id)
+        if parent is not None:
+            problems.append(CanvasProblem(node.id, "parent_id", "BAD_CONTAINER", "its chain of parent_ids goes round in a ring"))
+    for edge in canvas.edges:
+        source, target = nodes[edge.source], nodes[edge.target]
+        if source.parent_id == target.parent_id or target.parent_id == source.id:
+            continue
+        if "Conversation" in (getattr(nodes.get(source.parent_id), "type", ""), getattr(nodes.get(target.parent_id), "type", "")):
+            continue
+        where = {node.id: f"inside '{node.parent_id}'" if node.parent_id else "at the top level" for node in (source, target)}
+        problems.append(CanvasProblem(source.id, "downstream", "BAD_DSL",
+                                      f"the edge to '{target.id}' crosses a container boundary ({where[source.id]} → "
+                                      f"{where[target.id]}); edges join components of the same container"))
 
 
 def _check_reachability(canvas: CanvasSpec, problems: list[CanvasProblem]) -> None:
