@@ -25,6 +25,8 @@ from agentcanvas.v1 import common_pb2, orchestrator_pb2
 from services.common.structs import from_struct, to_struct
 from services.orchestrator.core.dsl.validate import validate
 from services.orchestrator.core.ports import RunStatus
+from services.orchestrator.core.errors import NodeError
+from services.orchestrator.core.jinja_sandbox import render_jinja
 from services.orchestrator.core.values import MAX_DEPTH
 from tests.orchestrator.support.harness import dsl, finished, make_orchestrator, run_dsl
 from tests.orchestrator.support.request_server import AUTH, final, refused, request_server, run
@@ -258,6 +260,10 @@ async def test_deep_values_reach_the_client_and_every_event_decodes(server):
     {"type": "Message", "params": {"content": ["{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}"]}},
     {"type": "StringTransform", "params": {"method": "merge", "script": "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}"}},
     {"type": "Message", "params": {"content": ["{% if 1 %}{{ 'a' * 10**15 }}{% endif %}"]}},
+    {"type": "Message", "params": {"content": ["{% if 1 %}{{ 'a'.ljust(10**9) }}{% endif %}"]}},
+    {"type": "StringTransform", "params": {"method": "merge", "script": "{% if 1 %}{{ 'a'|center(10**9) }}{% endif %}"}},
+    {"type": "Message", "params": {"content": ["{% if 1 %}{{ '{:>{w}}'.format(1, w=10**10) }}{{ '%*d' % (1, 2) }}{% endif %}"]}},
+    {"type": "Message", "params": {"content": ["{% if 1 %}{{ 7 ** (10**9) }}{% endif %}"]}},
 ])
 async def test_a_template_that_cannot_be_rendered_fails_its_node(component):
     doc = dsl({"begin": {"type": "Begin", "down": ["x"]}, "x": component})
@@ -266,6 +272,24 @@ async def test_a_template_that_cannot_be_rendered_fails_its_node(component):
     assert finished(events)["error"] == {"reason": "TEMPLATE_ERROR", "component_id": "x",
                                          "message": finished(events)["error"]["message"]}
     assert "could not be rendered" in finished(events)["error"]["message"]
+
+
+@pytest.mark.parametrize("template", [
+    "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}",
+    "{% set s = 'x' * 100000 %}{% for a in s %}{% for b in s %}{{ '' }}{% endfor %}{% endfor %}",
+])
+def test_a_template_that_would_run_for_hours_stops_at_its_budget(template):
+    # 10**10 steps: no machine finishes them within the budget, so the render always gives up (and frees its
+    # worker thread) instead of running on after its node timed out.
+    with pytest.raises(NodeError) as caught:
+        render_jinja(template, budget_s=0.2)
+    assert caught.value.reason == "TEMPLATE_ERROR" and "longer than 0.2 s" in caught.value.message
+
+
+def test_ordinary_templates_render_in_the_bounded_sandbox():
+    assert render_jinja("{% for a in range(3) %}{{ a }}{% endfor %} {{ '{:,}'.format(12345678) }} {{ '%*d' % (4, 7) }}"
+                        " {{ 'ab' * 2 }} {{ 2 ** 10 }} {{ 'x'|center(5) }}|") == "012 12,345,678    7 abab 1024   x  |"
+    assert render_jinja("{% broken") == "{% broken"  # not a template: kept as it is
 
 
 # -- 4. exception_goto of another shape -----------------------------------------------------------

@@ -14,6 +14,7 @@ from services.orchestrator.core import events as ev
 from services.orchestrator.core.components.base import Component, Outcome, Problem
 from services.orchestrator.core.components.registry import register
 from services.orchestrator.core.errors import NodeError
+from services.orchestrator.core.jinja_sandbox import render_jinja
 from services.orchestrator.core.refs import Ref, tokenize
 from services.orchestrator.core.render import stringify
 from services.orchestrator.core.values import parse_json
@@ -91,7 +92,7 @@ class Message(Component):
         text = "".join(text_parts)
         if not streaming:
             if "{%" in template:
-                text = await ctx.run_blocking(_render_jinja, text)
+                text = await ctx.run_blocking(render_jinja, text)
             if text:
                 ctx.emit(ev.MESSAGE_DELTA, {"component_id": self.id, "content": text})
         ctx.state.answers.append(text)
@@ -141,15 +142,3 @@ class Message(Component):
         if stream.error:
             raise NodeError(f"upstream {stream.producer_id} failed: {stream.error}", reason="UPSTREAM_FAILED")
 
-
-def _render_jinja(text: str) -> str:
-    from jinja2 import TemplateError
-    from jinja2.sandbox import SandboxedEnvironment
-
-    try:
-        return SandboxedEnvironment().from_string(text).render()
-    except TemplateError:
-        return text
-    except (RecursionError, MemoryError) as exc:  # e.g. a macro calling itself, 'a' * 10**13
-        kind = "recursion too deep" if isinstance(exc, RecursionError) else "result too large"
-        raise NodeError(f"the template could not be rendered: {kind}", reason="TEMPLATE_ERROR") from None

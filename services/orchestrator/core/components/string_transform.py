@@ -8,6 +8,7 @@ from typing import Any
 from services.orchestrator.core.components.base import Component, Outcome, Problem
 from services.orchestrator.core.components.registry import register
 from services.orchestrator.core.errors import NodeError
+from services.orchestrator.core.jinja_sandbox import render_jinja
 
 
 @register
@@ -41,7 +42,5 @@ class StringTransform(Component):
         script = str(self.param("script", ""))
         merged = ctx.render(script, joiner=delimiters[0])
         if "{%" in script:  # Jinja-like script: render the control structures after the references
-            from services.orchestrator.core.components.message import _render_jinja
-
-            merged = await ctx.run_blocking(_render_jinja, merged)
+            merged = await ctx.run_blocking(render_jinja, merged)
         return Outcome(outputs={"result": merged}, inputs={"script": script})
