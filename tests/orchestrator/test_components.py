@@ -109,6 +109,25 @@ async def test_iteration_rejects_non_lists():
     assert error["component_id"] == "it" and "must resolve to an array" in error["message"]
 
 
+async def test_iteration_over_more_items_than_a_loop_may_run_fails_before_its_first_pass():
+    from services.orchestrator.core.components.containers import MAX_LOOP_COUNT
+
+    doc = dsl({
+        "begin": {"type": "Begin", "down": ["split"]},
+        "split": {"type": "StringTransform", "params": {"method": "split", "split_ref": "sys.query", "delimiters": [","]},
+                  "down": ["it"]},
+        "it": {"type": "Iteration", "params": {"items_ref": "split@result"}},
+        "ii": {"type": "IterationItem", "parent": "it", "down": ["up"]},
+        "up": {"type": "StringTransform", "parent": "it", "params": {"method": "merge", "script": "{item}"}},
+    })
+    _, events = await run_dsl(make_orchestrator(), doc, ",".join(["x"] * (MAX_LOOP_COUNT + 1)))
+    error = error_of(events)
+    assert error["component_id"] == "it" and error["reason"] == "TOO_MANY_ITEMS", error
+    assert not [e for e in events if e.kind == "node_started" and e.data["component_id"] == "up"]
+    _, events = await run_dsl(make_orchestrator(), doc, ",".join(["x"] * MAX_LOOP_COUNT))
+    assert finished(events)["status"] == RunStatus.SUCCEEDED, finished(events)
+
+
 async def test_nested_loops_and_exit_loop():
     doc = dsl({
         "begin": {"type": "Begin", "down": ["outer"]},

@@ -18,7 +18,8 @@ from services.orchestrator.core.refs import parse_expr
 
 DEFAULT_MAX_LOOPS = 10
 # A Loop runs its body at most this many times: a larger maximum_loop_count (a typo, or a loop meant to
-# run "forever") is refused at validation, naming the node, instead of running for hours.
+# run "forever") is refused at validation, naming the node, instead of running for hours. An Iteration
+# over a longer list fails before its first pass (every pass is journaled and streamed).
 MAX_LOOP_COUNT = 1000
 
 
@@ -55,6 +56,9 @@ class Iteration(Component):
             items = []
         if not isinstance(items, list):
             raise NodeError(f"items_ref must resolve to an array, got {type(items).__name__}", reason="NOT_A_LIST")
+        if len(items) > MAX_LOOP_COUNT:
+            raise NodeError(f"items_ref holds {len(items)} items; an Iteration runs at most {MAX_LOOP_COUNT} passes "
+                            "(split the list, e.g. with ListOperations head/tail)", reason="TOO_MANY_ITEMS")
         collectors = {
             name: spec.get("ref") for name, spec in (self.param("outputs", {}) or {}).items() if isinstance(spec, dict) and spec.get("ref")
         }
