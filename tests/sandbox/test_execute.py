@@ -89,6 +89,21 @@ async def test_node_exception_is_error(sandbox):
     assert outcome.reason == "EXIT_REASON_ERROR" and "TypeError: nope" in outcome.exit.message
 
 
+@pytest.mark.parametrize("code,reason", [
+    ("function main() { return new Promise(() => {}); }", "EXIT_REASON_ERROR"),
+    ("async function main() { await new Promise(() => {}); return 1; }", "EXIT_REASON_ERROR"),
+    ("async function main() { await new Promise((r) => setTimeout(r, 20)); return 1; }", "EXIT_REASON_OK"),
+    ("function main() { process.exit(0); }", "EXIT_REASON_OK"),  # an explicit exit, as Python's sys.exit(0)
+])
+async def test_node_main_promise_that_never_settles_is_an_error(sandbox, code, reason):
+    """Node exits with 0 once nothing is left to wait on, and the runner used to report that as OK."""
+    outcome = await sandbox.run(code, "nodejs")
+    assert outcome.reason == reason, (outcome.exit, outcome.stderr[-1000:])
+    if reason == "EXIT_REASON_ERROR":
+        assert "never settled" in outcome.exit.message and outcome.exit.code == 1 and outcome.result is None
+        assert "node_runner" not in outcome.stderr
+
+
 async def test_matplotlib_png_comes_back_as_an_artifact(sandbox):
     code = (
         "import matplotlib.pyplot as plt\n"

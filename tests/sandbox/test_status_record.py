@@ -13,10 +13,11 @@ from google.protobuf import struct_pb2
 
 from services.common import status as rpc_status
 from services.common.clients import CHANNEL_OPTIONS
-from services.sandbox.core.models import Collected, ExecMode, ExitReason, JobSpec, RawExit
+from services.sandbox.core.models import Collected, ExecMode, ExitReason, JobSpec, RawExit, Result
 from services.sandbox.core.settings import DEFAULT_LIMITS
-from services.sandbox.core.status import MAX_STATUS_BYTES, RunnerStatus, StatusProblem, parse_status
+from services.sandbox.core.status import MAX_RESULT_DEPTH, MAX_STATUS_BYTES, RunnerStatus, StatusProblem, parse_status
 from services.sandbox.core.supervisor import _JobState, classify
+from services.sandbox.server import to_proto
 from tests.sandbox.harness import METADATA, Outcome
 
 MiB = 1 << 20
@@ -82,6 +83,33 @@ def test_parse_status_unreadable_or_wrong_shape_is_an_error(raw, fragment):
     parsed = parse_status(raw)
     assert isinstance(parsed, StatusProblem) and parsed.kind == "invalid" and parsed.reason is ExitReason.ERROR
     assert "status record" in parsed.message and fragment in parsed.message
+
+
+def _nested(depth: int, kind: str) -> object:
+    value: object = 1
+    for _ in range(depth):
+        value = {"k": value} if kind == "object" else [value]
+    return value
+
+
+@pytest.mark.parametrize("result,fragment", [
+    (json.dumps(_nested(MAX_RESULT_DEPTH + 1, "object")), f"deeper than {MAX_RESULT_DEPTH} levels"),
+    (json.dumps(_nested(MAX_RESULT_DEPTH + 1, "list")), f"deeper than {MAX_RESULT_DEPTH} levels"),
+    (json.dumps({"a": [1, 10 ** 400]}), "range of a double"),
+    ("[1e400]", "range of a double"),  # json.loads reads it as inf
+], ids=["object-too-deep", "list-too-deep", "huge-int", "overflowing-float"])
+def test_parse_status_refuses_a_result_a_proto_value_cannot_carry(result, fragment):
+    """Such results made the gRPC adapter fail the whole call with INTERNAL (OverflowError, or protobuf's
+    recursion limit); the job's output had already been streamed."""
+    parsed = parse_status(json.dumps({"ok": True, "result": result}).encode())
+    assert isinstance(parsed, StatusProblem) and parsed.kind == "invalid" and parsed.reason is ExitReason.ERROR
+    assert "return value cannot be sent" in parsed.message and fragment in parsed.message
+    for kind in ("object", "list"):  # the deepest allowed result still becomes an event a client can decode
+        text = json.dumps({"x": _nested(MAX_RESULT_DEPTH - 1, kind), "big": 2 ** 1000})
+        status = parse_status(json.dumps({"ok": True, "result": text}).encode())
+        assert isinstance(status, RunnerStatus)
+        event = to_proto(Result(status.result))
+        assert sandbox_pb2.ExecEvent.FromString(event.SerializeToString()).result.json == text
 
 
 # ---- classification ----------------------------------------------------------------------------------
@@ -232,6 +260,20 @@ async def test_result_near_the_limit_comes_back_whole(sandbox, language):
     await sandbox.no_leftovers()
 
 
+@pytest.mark.parametrize("language,code,fragment", [
+    ("python", "def main():\n    return {'n': 10 ** 400}\n", "range of a double"),
+    ("python", "def main():\n    x = 1\n    for _ in range(150):\n        x = [x]\n    return x\n", "deeper than"),
+    ("nodejs", "function main() { let x = 1; for (let i = 0; i < 150; i++) x = {k: x}; return x; }", "deeper than"),
+], ids=["py-huge-int", "py-deep", "node-deep"])
+async def test_result_a_proto_value_cannot_carry_is_an_error_not_internal(sandbox, language, code, fragment):
+    prefix = "print('before')\n" if language == "python" else "console.log('before');\n"
+    outcome = await sandbox.run(prefix + code, language)
+    assert outcome.reason == "EXIT_REASON_ERROR", (outcome.exit, outcome.stderr[-2000:])
+    assert "return value cannot be sent" in outcome.exit.message and fragment in outcome.exit.message
+    assert outcome.stdout == "before\n" and outcome.of("result") == []
+    await sandbox.no_leftovers()
+
+
 # ---- request validation --------------------------------------------------------------------------------
 
 async def _invalid_argument_field(sandbox, request: sandbox_pb2.ExecuteRequest) -> list[str]:
@@ -327,3 +369,4 @@ def test_parse_status_makes_lone_surrogates_utf8_safe():
     assert json.loads(status.result) == {"\udcff": ["\ud800"]}
     failed = parse_status(json.dumps({"ok": False, "error": {"type": "E\udcff", "message": "m\ud800", "memory": False}}).encode())
     assert isinstance(failed, RunnerStatus) and failed.error == {"type": "E?", "message": "m?", "memory": False}
+

@@ -37,7 +37,7 @@ from services.sandbox.adapters.seccomp import docker_profile
 from services.sandbox.core.artifacts import OUTPUT_DIR_NAME, acceptable_name, mime_type
 from services.sandbox.core.models import LANGUAGE_ALIASES, ArtifactFile, Collected, JobSpec, Limits, RawExit, RuntimeInfo
 from services.sandbox.core.settings import SandboxSettings
-from services.sandbox.core.status import MAX_STATUS_BYTES, parse_status
+from services.sandbox.core.status import MAX_STATUS_BYTES, StatusProblem, parse_status
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +51,9 @@ PYTHON_PATH_MOUNT = "/opt/agentcanvas/python"
 KILL_EXEC_TIMEOUT_S = 5.0
 ARCHIVE_CHUNK = 1 << 20
 STATUS_KEY = "\0status"  # not a file name: artifacts never collide with it
+MAX_ARCHIVE_MEMBERS = 10_000
+"""Entries of /work read after a job: the engine takes ~50 us per entry to archive, so a job that left a
+million empty files would otherwise hold its slot for minutes after its wall time."""
 DOCKER_API_ERRORS = (docker.errors.DockerException, OSError)
 
 
@@ -389,14 +392,24 @@ class DockerBackend:
 
         raw: bytes | None = None
         size: int | None = None
+        complete = True
         try:
             files = self._archive_files(container_id, "/work", max_artifact_bytes, select)
+        except _TooManyMembers as exc:
+            logger.warning("job in %s left more than %d files under /work; stopped reading them",
+                           container_id[:12], MAX_ARCHIVE_MEMBERS)
+            files, complete = exc.found, False
         except (*DOCKER_API_ERRORS, tarfile.TarError) as exc:
             logger.warning("status record and artifacts of %s not readable: %r", container_id[:12], exc)
             files = {}
         if STATUS_KEY in files:
             size, raw = files.pop(STATUS_KEY)
-        status = parse_status(raw, size=size)
+            status = parse_status(raw, size=size)
+        elif complete:
+            status = parse_status(None)
+        else:
+            status = StatusProblem("invalid", f"the job left more than {MAX_ARCHIVE_MEMBERS} files under /work; "
+                                              "its status record was not read")
         artifacts: list[ArtifactFile] = []
         for name in sorted(files):
             if len(artifacts) >= max_artifacts:
@@ -416,7 +429,8 @@ class DockerBackend:
         maps a member's path components to (key, byte cap) or None to skip it; by default, the files
         directly under `path` (or `path` itself), capped at max_bytes. Content is the whole file when it
         is within its cap, else its first cap + 1 bytes (so a caller sees that it is over). The archive
-        is read as a stream: memory stays bounded by the caps, not by what the job wrote."""
+        is read as a stream: memory stays bounded by the caps, not by what the job wrote. Past
+        MAX_ARCHIVE_MEMBERS entries reading stops: _TooManyMembers carries what was found until then."""
 
         def default(parts: list[str]) -> tuple[str, int] | None:
             return (parts[-1], max_bytes) if len(parts) <= 2 else None
@@ -429,7 +443,9 @@ class DockerBackend:
         found: dict[str, tuple[int, bytes]] = {}
         try:
             with tarfile.open(fileobj=io.BufferedReader(_ChunkReader(stream), ARCHIVE_CHUNK), mode="r|") as archive:
-                for member in archive:
+                for count, member in enumerate(archive, 1):
+                    if count > MAX_ARCHIVE_MEMBERS:
+                        raise _TooManyMembers(found)
                     if not member.isreg():
                         continue  # symlinks, devices, FIFOs, directories: never followed, never returned
                     wanted = select(member.name.strip("/").split("/"))
@@ -521,6 +537,14 @@ class DockerBackend:
         while True:
             await asyncio.sleep(self.settings.reap_interval_s)
             await self.reap()
+
+
+class _TooManyMembers(Exception):
+    """The archive has more than MAX_ARCHIVE_MEMBERS entries; `found` holds the files read before them."""
+
+    def __init__(self, found: dict[str, tuple[int, bytes]]) -> None:
+        super().__init__(f"more than {MAX_ARCHIVE_MEMBERS} archive entries")
+        self.found = found
 
 
 class _ChunkReader(io.RawIOBase):

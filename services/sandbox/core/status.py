@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -28,13 +29,20 @@ from services.sandbox.core.models import ExitReason
 MAX_STATUS_BYTES = 16 << 20
 """The largest status record accepted (it holds main()'s return value as JSON, quoted once more)."""
 
+MAX_RESULT_DEPTH = 32
+"""The deepest nesting of lists and objects a result may have: a google.protobuf.Value takes up to three
+message levels per JSON level, and protobuf refuses messages nested deeper than 100 levels."""
+_DOUBLE_MAX = sys.float_info.max
+"""A result's numbers travel as doubles: an integer such as 10**400 has none (json.loads reads 1e400 as inf)."""
+
 TOO_LARGE_TYPE = "StatusTooLarge"
 """error.type of the runner's stand-in record when the real one is over its limit."""
 
 
 @dataclass(frozen=True)
 class RunnerStatus:
-    """A well-formed record. `result` is valid JSON text when present."""
+    """A well-formed record. `result` is valid JSON text when present, and a value the API can carry (at most
+    MAX_RESULT_DEPTH levels deep, numbers within a double's range): else parse_status gives a StatusProblem."""
 
     ok: bool
     result: str | None = None
@@ -95,6 +103,25 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")  # NaN and infinities: strict JSON only (a result becomes a proto Value)
 
 
+def _not_carried(value: Any) -> str | None:
+    """Why the API's google.protobuf.Value cannot carry this parsed result, or None. Iterative, and only
+    containers go on the stack (a result may hold millions of numbers)."""
+    if not isinstance(value, (dict, list)):
+        value = [value]
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_RESULT_DEPTH:
+            return f"it nests lists and objects deeper than {MAX_RESULT_DEPTH} levels"
+        for child in item.values() if isinstance(item, dict) else item:
+            kind = type(child)
+            if kind is dict or kind is list:
+                stack.append((child, depth + 1))
+            elif (kind is int or kind is float) and not -_DOUBLE_MAX <= child <= _DOUBLE_MAX:
+                return "it holds a number beyond the range of a double (return it as a string)"
+    return None
+
+
 def parse_status(raw: bytes | None, *, size: int | None = None) -> RunnerStatus | StatusProblem:
     """`raw`: the record as read (None or empty when there was none), at most MAX_STATUS_BYTES + 1 bytes;
     `size`: its real size when the reader knows it (e.g. from a tar header) and did not read it all.
@@ -124,8 +151,10 @@ def parse_status(raw: bytes | None, *, size: int | None = None) -> RunnerStatus 
         if not isinstance(result, str):
             return _invalid("has a 'result' that is not JSON text")
         try:
-            json.loads(result, parse_constant=_refuse_constant)
+            value = json.loads(result, parse_constant=_refuse_constant)
         except (ValueError, RecursionError):
             return _invalid("has a 'result' that is not JSON text")
+        if (why := _not_carried(value)) is not None:
+            return StatusProblem("invalid", f"main()'s return value cannot be sent as a result: {why}")
         result = _escape_surrogates(result)
     return RunnerStatus(ok=ok, result=result, error=_printable_error(error) if error is not None else None)

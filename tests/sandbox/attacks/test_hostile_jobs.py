@@ -125,3 +125,33 @@ async def test_lone_surrogates_in_result_or_error_are_not_internal(sandbox, lang
     else:
         assert outcome.exit.message.startswith(("Error: bad ?", "ValueError: bad ?", "E?: x?", "UnicodeEncodeError")), \
             outcome.exit.message
+
+
+MANY_FILES = """
+import os
+os.makedirs('artifacts', exist_ok=True)
+open('artifacts/kept.txt', 'w').write('kept')
+os.mkdir('/work/!many')  # sorts before everything else in /work, also before docker's /work/.sbx
+for i in range({count}):
+    open(f'/work/!many/{{i}}', 'w').close()
+def main():
+    return 'done'
+"""
+
+
+async def test_many_files_left_behind_do_not_stretch_the_job_past_its_limits(sandbox, canary):
+    """On docker the engine archived every file the job left in /work after the job had ended (about 15 s
+    per 300,000 empty files, more than a 4 s job can create), holding the slot long past the wall time.
+    Past 10,000 entries it now stops reading; the status record was not among them here."""
+    from services.sandbox.adapters.docker_backend import MAX_ARCHIVE_MEMBERS
+
+    outcome = await sandbox.run(MANY_FILES.format(count=MAX_ARCHIVE_MEMBERS + 100), wall_time_ms=60_000)
+    if sandbox.name == "docker":
+        assert outcome.reason == "EXIT_REASON_ERROR", (outcome.exit, outcome.stderr[-1500:])
+        assert f"more than {MAX_ARCHIVE_MEMBERS} files" in outcome.exit.message and outcome.of("result") == []
+    else:  # reads only the status pipe and the artifacts directory
+        assert outcome.reason == "EXIT_REASON_OK" and outcome.result == "done", (outcome.exit, outcome.stderr[-1500:])
+        assert [a.name for a in outcome.artifacts] == ["kept.txt"]
+    await assert_host_unchanged(sandbox, canary, outcome)
+    follow_up = await sandbox.run(MANY_FILES.format(count=100))
+    assert follow_up.reason == "EXIT_REASON_OK" and follow_up.result == "done" and len(follow_up.artifacts) == 1

@@ -154,9 +154,20 @@ function main() {
     return;
   }
   if (mode === 'script' || typeof entry !== 'function') return;
+  // A promise from main() that never settles leaves nothing to wait on: Node then simply exits with 0.
+  // That is not a success (main() never returned); 'beforeExit' is not emitted for process.exit().
+  let settled = false;
+  process.on('beforeExit', () => {
+    if (settled) return;
+    settled = true;
+    const err = new Error('main() returned a promise that never settled (nothing was left for it to wait on)');
+    err.stack = `Error: ${err.message}`;  // the runner's frames mean nothing to the job's author
+    fail(err);
+  });
   Promise.resolve()
     .then(() => entry(job.arguments || {}))
     .then((value) => {
+      settled = true;
       let text;
       try {
         text = JSON.stringify(value === undefined ? null : value);
@@ -164,7 +175,10 @@ function main() {
         text = JSON.stringify(String(value));
       }
       writeStatus({ ok: true, result: text === undefined ? 'null' : text });
-    }, fail);
+    }, (err) => {
+      settled = true;
+      fail(err);
+    });
 }
 
 main();
