@@ -82,9 +82,9 @@ class SandboxUnderTest:
         return self.sandbox.backend
 
     async def run(self, code: str, language: str = "python", *, arguments: dict[str, Any] | None = None,
-                  mode: int = sandbox_pb2.EXEC_MODE_UNSPECIFIED, **limits: int) -> Outcome:
+                  mode: int = sandbox_pb2.EXEC_MODE_UNSPECIFIED, request_id: str = "", **limits: int) -> Outcome:
         request = sandbox_pb2.ExecuteRequest(language=language, code=code, arguments=to_struct(arguments or {}),
-                                             mode=mode, limits=sandbox_pb2.ResourceLimits(**limits))
+                                             mode=mode, limits=sandbox_pb2.ResourceLimits(**limits), request_id=request_id)
         outcome = Outcome()
         async for event in self.stub.Execute(request, metadata=METADATA, timeout=120):
             outcome.events.append(event)

@@ -104,6 +104,16 @@ async def test_node_main_promise_that_never_settles_is_an_error(sandbox, code, r
         assert "node_runner" not in outcome.stderr
 
 
+async def test_python_async_main_is_awaited_like_nodes(sandbox):
+    code = ("import asyncio\n"
+            "async def main(n):\n"
+            "    await asyncio.sleep(0)\n"
+            "    return {'n': n * 2}\n")
+    outcome = await sandbox.run(code, "python", arguments={"n": 21})
+    assert outcome.reason == "EXIT_REASON_OK" and outcome.result == {"n": 42}, (outcome.exit, outcome.stderr[-1000:])
+    assert "RuntimeWarning" not in outcome.stderr
+
+
 async def test_matplotlib_png_comes_back_as_an_artifact(sandbox):
     code = (
         "import matplotlib.pyplot as plt\n"
@@ -201,12 +211,16 @@ async def test_bad_requests_are_invalid_argument(sandbox):
         sandbox_pb2.ExecuteRequest(language="cobol", code="x"),
         sandbox_pb2.ExecuteRequest(language="python", code="   "),
         sandbox_pb2.ExecuteRequest(language="python", code="x", limits=sandbox_pb2.ResourceLimits(memory_bytes=-1)),
+        sandbox_pb2.ExecuteRequest(language="python", code="x", request_id="r" * 129),  # echoed in Started and logs
     ]
-    for request in cases:
+    for request, field in zip(cases, ("language", "code", "limits.memory_bytes", "request_id")):
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             async for _ in sandbox.stub.Execute(request, metadata=METADATA):
                 pass
         assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert field in caught.value.details(), caught.value.details()
+    outcome = await sandbox.run("def main():\n    return 1\n", request_id="r" * 128)
+    assert outcome.result == 1 and outcome.of("started")[0].request_id == "r" * 128
 
 
 async def test_stdin_is_empty_and_result_marker_cannot_be_forged(sandbox):

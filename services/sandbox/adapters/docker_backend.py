@@ -536,7 +536,10 @@ class DockerBackend:
     async def _reap_forever(self) -> None:
         while True:
             await asyncio.sleep(self.settings.reap_interval_s)
-            await self.reap()
+            try:
+                await self.reap()
+            except Exception:  # a failed sweep must not end the sweeping: the next one may succeed
+                logger.exception("sandbox reaper failed; retrying in %s s", self.settings.reap_interval_s)
 
 
 class _TooManyMembers(Exception):

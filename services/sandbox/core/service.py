@@ -16,6 +16,8 @@ from services.sandbox.core.ports import SandboxBackend
 from services.sandbox.core.settings import FLOOR_LIMITS, SandboxSettings
 from services.sandbox.core.supervisor import supervise
 
+MAX_REQUEST_ID = 128
+
 logger = logging.getLogger(__name__)
 
 
@@ -47,6 +49,8 @@ class Sandbox:
             raise InvalidArgumentError.for_field("code", "must not be empty")
         if len(encoded) > self.settings.max_code_bytes:
             raise InvalidArgumentError.for_field("code", f"is {len(encoded)} bytes; the limit is {self.settings.max_code_bytes}")
+        if len(request_id) > MAX_REQUEST_ID:  # echoed in Started and in every log line of the job
+            raise InvalidArgumentError.for_field("request_id", f"is {len(request_id)} characters; the limit is {MAX_REQUEST_ID}")
         if len(json.dumps(arguments)) > self.settings.max_arguments_bytes:
             raise InvalidArgumentError.for_field("arguments", f"exceed {self.settings.max_arguments_bytes} bytes as JSON")
         resolved = limits.resolve(self.settings.defaults, self.settings.caps, FLOOR_LIMITS)

@@ -162,6 +162,15 @@ def _jsonable_result(value):
         return json.dumps(value, ensure_ascii=False, default=str, allow_nan=False) if _plain(value) else json.dumps(str(value))
 
 
+def _settled(value):
+    """An `async def main` returns a coroutine: run it to its value, as the Node runner awaits a promise."""
+    if type(value).__name__ != "coroutine":  # checked by name: asyncio costs ~10 ms to import in every job
+        return value
+    import asyncio
+
+    return asyncio.run(value)
+
+
 def _plain(value):
     try:
         json.dumps(value, default=str, allow_nan=False)
@@ -193,7 +202,7 @@ def main():
         if mode == "main" and not callable(entry):
             raise NameError("the code must define main(**arguments) in MAIN_FUNCTION mode")
         if mode != "script" and callable(entry):
-            record["result"] = _jsonable_result(entry(**job.get("arguments", {})))
+            record["result"] = _jsonable_result(_settled(entry(**job.get("arguments", {}))))
     except SystemExit as exc:
         sys.stdout.flush()
         ok = exc.code in (None, 0)
