@@ -77,10 +77,11 @@ def to_core_request(request: pb.ChatRequest) -> ChatRequest:
     tools = [ToolSpec(t.name, t.description, _json_object(t.parameters, f"tools[{i}].parameters", problems))
              for i, t in enumerate(request.tools)]
     structured = None
-    if request.HasField("response_format") and request.response_format.HasField("json_schema"):
+    if request.HasField("response_format"):  # without json_schema: refused by the core, never silently plain text
         rf = request.response_format
-        structured = StructuredSpec(schema=_json_object(rf.json_schema, "response_format.json_schema", problems),
-                                    name=rf.name or "answer", max_repairs=rf.max_repairs if rf.max_repairs != 0 else None)
+        schema = _json_object(rf.json_schema, "response_format.json_schema", problems) if rf.HasField("json_schema") else {}
+        structured = StructuredSpec(schema=schema, name=rf.name or "answer",
+                                    max_repairs=rf.max_repairs if rf.max_repairs != 0 else None)
     problems.raise_if_any("invalid chat request")
     thinking = Thinking(mode=_MODE[request.thinking.mode], effort=_EFFORT.get(request.thinking.effort, ""),
                         budget_tokens=request.thinking.budget_tokens)

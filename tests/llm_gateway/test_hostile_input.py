@@ -140,6 +140,8 @@ BAD_REQUESTS = [
     ("schema_infinity", pb.ChatRequest(response_format=pb.ResponseFormat(
         json_schema=to_struct({"type": "object", "properties": {"n": {"maximum": float("inf")}}}))),
      "response_format.json_schema.properties.n.maximum"),
+    ("response_format_without_schema", pb.ChatRequest(response_format=pb.ResponseFormat(name="person", max_repairs=1)),
+     "response_format.json_schema"),
     ("max_repairs_negative", pb.ChatRequest(response_format=pb.ResponseFormat(json_schema=to_struct(OBJ), max_repairs=-1)),
      "response_format.max_repairs"),
     ("max_repairs_huge", pb.ChatRequest(response_format=pb.ResponseFormat(json_schema=to_struct(OBJ), max_repairs=10**6)),
@@ -281,6 +283,55 @@ async def test_deeply_nested_json_from_the_model_is_refused_without_recursion(cl
         json_schema=to_struct(OBJ), max_repairs=1)))
     error = events[-1].finish.error
     assert error.kind == pb.CHAT_ERROR_KIND_INVALID_STRUCTURED_OUTPUT and "deeper than" in error.message
+
+
+LONE = '"a\\ud800b"'  # JSON text of a string with a lone surrogate: valid JSON syntax, but no UTF-8 string
+
+
+def raw_delta(delta_json: str, finish: str = "null") -> str:
+    return 'data: {"choices": [{"index": 0, "delta": %s, "finish_reason": %s}]}\n\n' % (delta_json, finish)
+
+
+async def test_a_lone_surrogate_escape_from_the_provider_is_a_malformed_event_not_internal(client, raw_server):
+    # gRPC strings are UTF-8: such text used to end the stream with INTERNAL. Now it is malformed, like invalid UTF-8.
+    for delta in ('{"content": %s}' % LONE, '{"reasoning_content": %s}' % LONE,
+                  '{"tool_calls": [{"index": 0, "id": "c", "function": {"name": "t", "arguments": %s}}]}' % LONE):
+        raw_server.queue(RawSSE(raw=[raw_delta(delta), sse(finish="stop"), DONE]))
+        finish = (await stream(client, pb.ChatRequest(model="", messages=user(), with_reasoning=True, tools=[tool("t")])))[-1].finish
+        assert (finish.reason, finish.error.kind) == (pb.FINISH_REASON_ERROR, pb.CHAT_ERROR_KIND_SERVER), delta
+        assert "lone surrogate" in finish.error.message
+    raw_server.queue(RawSSE(raw=[sse({"content": "Hel"}), raw_delta('{"content": %s}' % LONE), sse(finish="stop"), DONE]))
+    finish = (await stream(client, pb.ChatRequest(model="", messages=user())))[-1].finish
+    assert finish.error.kind == pb.CHAT_ERROR_KIND_STREAM_INTERRUPTED and finish.error.partial_text == "Hel"
+    raw_server.queue(RawSSE(raw=['data: {"error": {"message": %s, "code": 500}}\n\n' % LONE]))
+    finish = (await stream(client, pb.ChatRequest(model="", messages=user())))[-1].finish
+    assert finish.error.kind == pb.CHAT_ERROR_KIND_SERVER and "a?b" in finish.error.message
+    raw_server.queue(RawReply(payload={"id": "x", "object": "chat.completion", "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "a\ud800b"}, "finish_reason": "stop"}]}))
+    reply = await client.Chat(pb.ChatRequest(model="", messages=user()), metadata=AUTH)
+    assert reply.error.kind == pb.CHAT_ERROR_KIND_SERVER and "lone surrogate" in reply.error.message
+
+
+async def test_structured_json_with_a_lone_surrogate_escape_reaches_the_client_escaped(client, raw_server):
+    request = pb.ChatRequest(model="", messages=user(), response_format=pb.ResponseFormat(json_schema=to_struct(OBJ)))
+    raw_server.queue(Reply(content='{"a": "x\\ud800"}'))
+    events = await stream(client, request)
+    assert [json.loads(e.text_delta.text) for e in events if e.WhichOneof("event") == "text_delta"] == [{"a": "x\ud800"}]
+    raw_server.queue(Reply(content='{"a": "x\\ud800"}'))
+    reply = await client.Chat(request, metadata=AUTH)
+    assert reply.finish_reason == pb.FINISH_REASON_STOP and reply.structured.struct_value["a"] == "x?"
+
+
+async def test_a_null_delta_is_empty_and_a_mistyped_field_is_a_malformed_event(client, raw_server):
+    raw_server.queue(RawSSE(raw=[raw_delta("null"), sse({"content": "a"}), sse(finish="stop"), DONE]))
+    events = await stream(client, pb.ChatRequest(model="", messages=user()))
+    assert [e.text_delta.text for e in events if e.WhichOneof("event") == "text_delta"] == ["a"]
+    assert events[-1].finish.reason == pb.FINISH_REASON_STOP  # the direct path used to fail it as CONNECTION
+    # litellm (acompletion) trips over a reasoning object with a TypeError: the provider's fault, not BAD_REQUEST
+    raw_server.queue(RawSSE(raw=[raw_delta('{"reasoning_content": {"x": 1}, "content": "a"}'), sse(finish="stop"), DONE]))
+    finish = (await stream(client, pb.ChatRequest(model="", messages=user())))[-1].finish
+    assert finish.reason == pb.FINISH_REASON_STOP or finish.error.kind == pb.CHAT_ERROR_KIND_SERVER, finish
+    assert "expected str" not in finish.error.message
 
 
 async def test_the_key_is_in_no_error_or_log_line_across_failures(client, raw_server, caplog):

@@ -73,6 +73,16 @@ async def test_implicit_open_family_reasoning_is_not_shown_as_answer(gw, scripte
     assert shape(await collect(gw, req("r1")))[:4] == [("start",), ("think", "Reasoning here"), ("end", False), ("text", "Answer")]
 
 
+async def test_implicit_open_family_with_a_reasoning_field_keeps_the_answer(gw, scripted):
+    # An R1 distill behind vLLM's reasoning parser: the whole answer used to end up as reasoning (truncated).
+    scripted.queue(Stream(chunks=[{"reasoning_content": "Reasoning here"}, {"content": "Answer"}]))
+    assert shape(await collect(gw, req("r1"))) == [("start",), ("think", "Reasoning here"), ("end", False), ("text", "Answer"),
+                                                   ("usage",), ("finish", FinishReason.STOP, None)]
+    scripted.queue(Reply(content="Answer", reasoning_content="Reasoning here"))
+    result = await gw.chat(req("r1"))
+    assert (result.text, result.reasoning) == ("Answer", "Reasoning here")
+
+
 async def test_literal_tag_in_content_stays_text_with_reasoning_fields(gw, scripted):
     scripted.queue(Stream(chunks=[{"reasoning_content": "R"}, {"content": "Use <think>"}, {"content": " tags"}]))
     assert shape(await collect(gw, req()))[:4] == [("start",), ("think", "R"), ("end", False), ("text", "Use <think> tags")]
@@ -266,6 +276,13 @@ async def test_repeated_deltas_and_empty_think_blocks_end_to_end(gw, scripted):
     scripted.queue(Stream(chunks=[{"content": "<think>"}, {"content": " \n"}, {"content": "</think>\n\n"}, {"content": "ha"},
                                   {"content": "ha"}, {"content": "!"}]))
     assert shape(await collect(gw, req())) == [("text", "haha!"), ("usage",), ("finish", FinishReason.STOP, None)]
+
+
+async def test_many_identical_chunks_are_content_on_both_paths(gw, scripted):
+    # litellm.acompletion used to end such a stream after 100 repeats ("the model is repeating the same chunk")
+    scripted.queue(Stream(chunks=[{"content": "| --- "}] * 150))
+    events = await collect(gw, req())
+    assert shape(events) == [("text", "| --- " * 150), ("usage",), ("finish", FinishReason.STOP, None)]
 
 
 @pytest.mark.parametrize("text", ["<think>Let me see.</think>The answer is 4.", "\n<think>a<b</think>\n\nx</think>y",

@@ -134,6 +134,17 @@ def test_reasoning_after_content_starts_a_second_block():
     assert run([("reasoning", "R1"), "A", ("reasoning", "R2"), "B"]) == [S(), D("R1"), E(), T("A"), S(), D("R2"), E(), T("B")]
 
 
+def test_implicit_open_family_whose_server_splits_reasoning_off_keeps_its_answer():
+    # vLLM's reasoning parsers send an R1 distill's or QwQ's reasoning as a field: the content is the answer.
+    assert run([("reasoning", "R"), "A"], IMPLICIT) == [S(), D("R"), E(), T("A")]
+    assert think.split("A", "R", IMPLICIT).text == "A"
+    assert run(["R", ("reasoning", "more"), "</think>A"], IMPLICIT) == [S(), D("Rmore"), E(), T("A")]
+
+
+def test_field_reasoning_between_tag_blocks_is_closed_when_content_resumes():
+    assert run(["<think>a</think>b", ("reasoning", "R"), "c"], TAGS) == [S(), D("a"), E(), T("b"), S(), D("R"), E(), T("c")]
+
+
 def test_empty_reasoning_and_content_deltas_are_ignored():
     assert run([("reasoning", ""), "", ("reasoning", "R"), "", "A"]) == [S(), D("R"), E(), T("A")]
 

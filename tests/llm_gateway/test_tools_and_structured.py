@@ -180,3 +180,40 @@ async def test_tool_turns_are_flattened_to_text_for_models_without_native_tools(
     assert [m["role"] for m in sent] == ["system", "user", "assistant", "user"]
     assert json.loads(sent[2]["content"]) == {"tool_call": {"name": "get_weather", "arguments": {"city": "Paris"}}}
     assert sent[3]["content"] == "Result of tool get_weather: sunny"
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "acompletion"])
+async def test_a_call_whose_id_arrives_after_its_name_keeps_its_arguments(make_gateway, scripted, direct):
+    # Some servers open a call with its name and no id, and send the id with the arguments: one call, not two
+    # (the second, nameless, used to be dropped and the tool called with `{}`).
+    gw = make_gateway({"m": {"model": "openai/test-model", "api_base": scripted.base_url}}, litellm_direct=direct)
+    scripted.queue(Stream(chunks=[tc(0, name="get_weather", arguments=""), tc(0, "call_7", arguments='{"city":'),
+                                  tc(0, arguments='"Oslo"}')], finish_reason="tool_calls"))
+    events = await collect(gw, ChatRequest("m", [Message("user", "weather?")], tools=[WEATHER]))
+    assert calls_of(events) == [("call_7", "get_weather", {"city": "Oslo"})]
+    assert len(scripted.chat_bodies) == 1
+    assembler = ToolCallAssembler()  # a call without any id, then the next call (named, with an id) at the same index
+    for delta in [ToolCallDelta(0, None, "get_time", "{}"), ToolCallDelta(0, "b", "get_weather", '{"city":"Y"}')]:
+        assembler.feed(delta)
+    assert [(c.name, c.arguments_json) for c in assembler.calls()] == [("get_time", "{}"), ("get_weather", '{"city":"Y"}')]
+
+
+@pytest.mark.parametrize("text", ["NaN", "-Infinity", '{"a": Infinity}', "1e400", "1" + "0" * 400])
+def test_nan_infinity_and_numbers_no_double_holds_are_not_json(text):
+    found = structured.extract_json(text)
+    assert not found.ok and "not standard JSON" in found.error
+    with pytest.raises(ValueError):
+        structured.loads(text)
+
+
+async def test_structured_answers_and_tool_arguments_with_nan_are_repaired_not_passed_on(gw, scripted):
+    # Python's json reads NaN and Infinity; JSON has neither, so a client would get text it cannot parse.
+    scripted.queue(Reply(content='{"name": "Ada", "age": NaN}'), Reply(content='{"name": "Ada", "age": 36}'))
+    events = await collect(gw, ChatRequest("m", [Message("user", "who?")], structured=StructuredSpec(PERSON, "p", 1)))
+    assert [json.loads(e.text) for e in events if isinstance(e, TextEvent)] == [{"name": "Ada", "age": 36}]
+    assert "NaN is not a JSON value" in scripted.chat_bodies[1]["messages"][-1]["content"]
+    scripted.queue(Stream(chunks=[tc(0, "call_1", "get_weather", '{"city": Infinity}')], finish_reason="tool_calls"),
+                   Stream(chunks=[tc(0, "call_2", "get_weather", '{"city": "Oslo"}')], finish_reason="tool_calls"))
+    events = await collect(gw, ChatRequest("m", [Message("user", "weather?")], tools=[WEATHER]))
+    assert calls_of(events) == [("call_2", "get_weather", {"city": "Oslo"})]
+    assert "Infinity is not a JSON value" in scripted.chat_bodies[3]["messages"][-1]["content"]

@@ -37,7 +37,9 @@ from typing import Any
 
 import httpx
 
-from services.llm_gateway.adapters.litellm_mapping import safe_message, to_provider_error, to_tool_deltas, to_usage
+from services.llm_gateway.adapters.litellm_mapping import (
+    LONE_SURROGATE, not_utf8, safe_message, to_provider_error, to_tool_deltas, to_usage,
+)
 from services.llm_gateway.adapters.litellm_provider import LitellmProvider
 from services.llm_gateway.core.structured import MAX_JSON_DEPTH, json_depth
 from services.llm_gateway.core.types import ErrorKind, ProviderCall, ProviderChunk, ProviderError, Usage
@@ -288,6 +290,8 @@ class LitellmDirectProvider:
                     chunk = _parse(_decode(payload, loads), handler)
                     if chunk is None:
                         continue
+                    if (b"\\ud" in payload or b"\\uD" in payload) and not_utf8(chunk):
+                        raise _Malformed(LONE_SURROGATE)
                     if chunk.finish_reason:
                         finished = True
                     yield chunk
@@ -352,8 +356,12 @@ def _parse(raw: dict[str, Any], handler: Any) -> ProviderChunk | None:
     usage = raw.get("usage")
     if not choices:
         return ProviderChunk(usage=to_usage(usage)) if usage else None
-    if not all(isinstance(c.get("delta") or {}, dict) for c in choices):
-        raise _Malformed("`delta` is not an object")
+    for item in choices:
+        delta = item.get("delta")
+        if not delta:  # "delta": null or absent is an empty delta (litellm's mapper below needs an object)
+            item["delta"] = {}
+        elif not isinstance(delta, dict):
+            raise _Malformed("`delta` is not an object")
     handler._map_reasoning_to_reasoning_content(choices)  # vLLM/GLM `reasoning` -> reasoning_content
     choice = choices[0]
     delta = choice.get("delta") or {}

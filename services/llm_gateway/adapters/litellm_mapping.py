@@ -17,7 +17,7 @@ import httpx
 
 from services.common.logging import redact
 from services.llm_gateway.core.types import (
-    ErrorKind, ProviderCall, ProviderError, ThinkingBlockDelta, ToolCallDelta, Usage,
+    ErrorKind, ProviderCall, ProviderChunk, ProviderError, ThinkingBlockDelta, ToolCallDelta, Usage,
 )
 
 
@@ -109,6 +109,25 @@ def to_thinking_blocks(raw_blocks: Any) -> list[ThinkingBlockDelta]:
     return out
 
 
+LONE_SURROGATE = "a lone surrogate escape (\\ud800-\\udfff), not UTF-8"
+"""Why a provider event or answer holding one is malformed (see not_utf8)."""
+
+
+def not_utf8(chunk: ProviderChunk) -> bool:
+    """Whether a text of the chunk holds a lone surrogate (a JSON escape such as "\\ud800" without its pair): no
+    UTF-8 string, so gRPC cannot send it. Such an event is malformed, like one with invalid UTF-8 bytes."""
+    texts = [chunk.content, chunk.reasoning]
+    for call in chunk.tool_calls:
+        texts += (call.id or "", call.name or "", call.arguments or "")
+    for block in chunk.thinking_blocks:
+        texts += (block.thinking, block.signature, block.redacted_data)
+    try:
+        "".join(texts).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def to_provider_error(exc: BaseException, call: ProviderCall, litellm: Any) -> ProviderError:
     """A litellm exception (or one it wraps) as a classified ProviderError with a redacted message."""
     kind, status = _classify(exc, litellm)
@@ -124,7 +143,7 @@ def safe_message(exc: BaseException, call: ProviderCall) -> str:
     if call.api_key and call.api_key != "none":
         text = text.replace(call.api_key, "***")
     text = redact(text).replace("\n", " ")
-    return text[:400]
+    return text[:400].encode("utf-8", "replace").decode("utf-8")  # a lone surrogate from a provider's JSON: '?'
 
 
 def _chain(exc: BaseException) -> list[BaseException]:

@@ -12,13 +12,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 import threading
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
 from services.llm_gateway.adapters.litellm_mapping import (
-    safe_message, to_provider_error, to_thinking_blocks, to_tool_deltas, to_usage,
+    LONE_SURROGATE, not_utf8, safe_message, to_provider_error, to_thinking_blocks, to_tool_deltas, to_usage,
 )
 from services.llm_gateway.core.context import configure_offline_tokenizers
 from services.llm_gateway.core.types import ErrorKind, ProviderCall, ProviderChunk, ProviderError, ToolCallDelta, Usage
@@ -48,6 +49,9 @@ def load_litellm() -> Any:
         litellm.drop_params = True
         litellm.num_retries = 0
         litellm.disable_streaming_logging = True  # no litellm callbacks here; saves ~15% per streamed chunk
+        # litellm cuts a stream after 100 identical chunks ("the model is repeating"); here repeated deltas are
+        # content, on this path as on the direct one (a row of "----" in a table is not a loop)
+        litellm.REPEATED_STREAMING_CHUNK_LIMIT = sys.maxsize
         for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
             logging.getLogger(name).setLevel(logging.WARNING)
         _litellm = litellm
@@ -85,10 +89,14 @@ class LitellmProvider:
         if call.api_base:
             kwargs["api_base"] = call.api_base
         kwargs["api_key"] = call.api_key or "none"
+        response = None
         try:
             response = await litellm.acompletion(**kwargs)
             if not call.stream:
-                yield self._from_response(response)
+                out = self._from_response(response)
+                if not_utf8(out):
+                    raise ProviderError(ErrorKind.SERVER, f"the provider sent a malformed answer: {LONE_SURROGATE}")
+                yield out
                 return
             async for chunk in response:
                 choices = chunk.choices
@@ -100,18 +108,26 @@ class LitellmProvider:
                 choice = choices[0]
                 delta = choice.delta
                 blocks = getattr(delta, "thinking_blocks", None)
-                yield ProviderChunk(content=delta.content or "", reasoning=getattr(delta, "reasoning_content", None) or "",
+                out = ProviderChunk(content=delta.content or "", reasoning=getattr(delta, "reasoning_content", None) or "",
                                     tool_calls=to_tool_deltas(delta.tool_calls) if delta.tool_calls else [],
                                     finish_reason=choice.finish_reason, usage=to_usage(usage),
                                     thinking_blocks=to_thinking_blocks(blocks) if blocks else [])
+                if not_utf8(out):
+                    raise ProviderError(ErrorKind.SERVER, f"the provider sent a malformed stream event: {LONE_SURROGATE}")
+                yield out
             # litellm ends a stream that sent nothing at all (an empty 200, or [DONE] alone) with a finish
             # reason of its own; `received_finish_reason` stays None when the provider never sent one.
             if getattr(response, "received_finish_reason", "") is None:
                 raise ProviderError(ErrorKind.INCOMPLETE_STREAM, "the stream ended without a finish reason")
         except tuple(litellm.exceptions.LITELLM_EXCEPTION_TYPES) as exc:  # every exception litellm maps to
             raise to_provider_error(exc, call, litellm) from None
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:  # litellm validation of our params
-            raise ProviderError(ErrorKind.BAD_REQUEST, safe_message(exc, call)) from None
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            if response is None:  # litellm's validation of our params
+                raise ProviderError(ErrorKind.BAD_REQUEST, safe_message(exc, call)) from None
+            # litellm tripped over what the provider sent (a field of the wrong type): a malformed event, as on
+            # the direct path, and no Python error text for the client
+            what = "stream event" if call.stream else "answer"
+            raise ProviderError(ErrorKind.SERVER, f"the provider sent a malformed {what} ({type(exc).__name__})") from None
 
     def _from_response(self, response: Any) -> ProviderChunk:
         if not response.choices:

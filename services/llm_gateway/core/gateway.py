@@ -371,7 +371,7 @@ class LlmGateway:
                         ErrorKind.INVALID_STRUCTURED_OUTPUT, f"answer does not match the schema {problem}",
                         partial_text=outcome.text))
                     return
-                yield TextEvent(json.dumps(value, ensure_ascii=False))
+                yield TextEvent(_json_text(value))
             elif buffer_text and outcome.text:
                 yield TextEvent(outcome.text)
             for block in outcome.thinking_blocks:
@@ -446,6 +446,17 @@ class LlmGateway:
         usage = Usage(usage.prompt_tokens, usage.completion_tokens, usage.reasoning_tokens, usage.cached_tokens, calls=1)
         usage.cost_usd = self.provider.cost_usd(call.model, usage)
         return usage
+
+
+def _json_text(value: Any) -> str:
+    """The validated JSON as text; a lone surrogate (the model wrote "\\ud800") stays escaped, since UTF-8 cannot
+    carry it."""
+    text = json.dumps(value, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value)
+    return text
 
 
 def _usage_event(total: Usage) -> UsageEvent:

@@ -7,6 +7,7 @@ with several candidates it takes the first that parses. Validation uses jsonsche
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +17,6 @@ from jsonschema_specifications import REGISTRY as SPECIFICATIONS
 from referencing.jsonschema import DRAFT202012
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
-_DECODER = json.JSONDecoder()
 
 MAX_JSON_DEPTH = 64
 """Deepest JSON the gateway parses (tool arguments, structured answers, history arguments). json.loads and
@@ -45,12 +45,40 @@ def json_depth(text: str | bytes, limit: int = MAX_JSON_DEPTH) -> int:
     return deepest
 
 
+class NotStandardJson(ValueError):
+    """Text Python's json module accepts but JSON (RFC 8259) does not carry: NaN, Infinity, or a number beyond
+    a double's range (it would reach the client as NaN/Infinity, which no strict JSON parser reads back)."""
+
+
+def _constant(name: str) -> Any:
+    raise NotStandardJson(f"{name} is not a JSON value")
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise NotStandardJson(f"the number {text[:24]} is out of range")
+    return value
+
+
+def _int(text: str) -> int:
+    value = int(text)
+    try:
+        float(value)
+    except OverflowError:
+        raise NotStandardJson(f"the number {text[:24]}... is out of range") from None
+    return value
+
+
+_STRICT = json.JSONDecoder(parse_float=_float, parse_int=_int, parse_constant=_constant)
+
+
 def loads(text: str) -> Any:
     """json.loads for untrusted text: ValueError (json.JSONDecodeError for bad syntax) also when the text nests
-    deeper than MAX_JSON_DEPTH."""
+    deeper than MAX_JSON_DEPTH, and NotStandardJson for NaN, Infinity or a number no double holds."""
     if json_depth(text) > MAX_JSON_DEPTH:
         raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
-    return json.loads(text)
+    return _STRICT.decode(text)
 
 
 @dataclass
@@ -67,19 +95,26 @@ def extract_json(text: str) -> Extracted:
     if json_depth(stripped) > MAX_JSON_DEPTH:
         return Extracted(False, error=f"the answer nests JSON deeper than {MAX_JSON_DEPTH} levels")
     candidates = [m.group(1).strip() for m in _FENCE.finditer(stripped)] + [stripped]
+    not_standard = ""
     for candidate in candidates:
         try:
-            return Extracted(True, json.loads(candidate))
+            return Extracted(True, _STRICT.decode(candidate))
+        except NotStandardJson as exc:
+            not_standard = not_standard or str(exc)
         except ValueError:  # JSONDecodeError, or a number too long to convert
             pass
     # JSON wrapped in prose: decode from the first '{' or '[' that yields a complete value.
     for start, char in enumerate(stripped):
         if char in "{[":
             try:
-                value, _ = _DECODER.raw_decode(stripped, start)
+                value, _ = _STRICT.raw_decode(stripped, start)
                 return Extracted(True, value)
+            except NotStandardJson as exc:
+                not_standard = not_standard or str(exc)
             except ValueError:
                 continue
+    if not_standard:
+        return Extracted(False, error=f"the answer is not standard JSON: {not_standard}")
     return Extracted(False, error="no JSON value found in the answer")
 
 

@@ -9,7 +9,8 @@ Two sources of reasoning:
   is then plain text: a literal "<think>" in it stays text.
 * tag mode: the model writes reasoning inline between tags (default `<think>`/`</think>`,
   case-sensitive). Families whose chat template pre-fills the opening tag (R1 distills, QwQ) set
-  `implicit_open`: everything before the first closing tag is reasoning.
+  `implicit_open`: everything before the first closing tag is reasoning - unless a reasoning field comes
+  before any content (the server split the reasoning off): then it is field mode.
 * auto (default): decided once, from the text itself, never from chunk boundaries. A reasoning field
   seen first selects field mode; otherwise the first non-whitespace content decides: it starts with
   an opening tag -> tag mode, else field mode (plain text).
@@ -97,6 +98,11 @@ class ThinkSplitter:
         if not text:
             return []
         out: list[Event] = []
+        if self._mode == TAG and self._fmt.implicit_open and self._in_think and not self._started_content:
+            # A reasoning field before any content: the server already split the reasoning off (vLLM's
+            # reasoning parsers for R1 distills and QwQ), so the content is the answer, not more reasoning.
+            self._mode = FIELD
+            self._in_think = False
         if self._mode == AUTO:
             self._mode = FIELD
             if self._carry:  # undecided leading content was plain text after all
@@ -113,6 +119,8 @@ class ThinkSplitter:
         if not text:
             return []
         out: list[Event] = []
+        if self._block_open and not self._in_think:  # content after field reasoning closes that block
+            self._end_block(out, truncated=False)
         if self._mode == TAG and not self._carry and self._started_content and "<" not in text:
             # Fast path for the common delta: no tag can start in it.
             if self._in_think:
@@ -126,8 +134,6 @@ class ThinkSplitter:
                 text = text[1:]
         mode = self._mode
         if mode == FIELD:
-            if self._block_open:
-                self._end_block(out, truncated=False)
             self._emit_text(text, out)
             return out
         if mode == AUTO:

@@ -34,7 +34,14 @@ class ToolCallAssembler:
         index = delta.index if delta.index is not None else 0
         if delta.id:
             call = self._by_id.get(delta.id)
-            if call is None:
+            last = self._last_at_index.get(index)
+            if call is None and last is not None and not last["id"] and not (delta.name and last["name"]):
+                # a late id for the call begun without one at this index: the same call, not a new one (a delta
+                # that names a tool again starts the next call)
+                call = last
+                call["id"] = delta.id
+                self._by_id[delta.id] = call
+            elif call is None:
                 call = {"id": delta.id, "name": "", "arguments": []}
                 self._by_id[delta.id] = call
                 self._calls.append(call)
@@ -68,8 +75,8 @@ def validate_call(call: ToolCall, tools: list[ToolSpec]) -> str | None:
         arguments = structured.loads(call.arguments_json)
     except json.JSONDecodeError as exc:
         return f"Arguments for {call.name} are not valid JSON ({exc.msg} at position {exc.pos}). Send a JSON object."
-    except ValueError as exc:  # nested too deep (never handed to the recursive parser)
-        return f"Arguments for {call.name} are not usable JSON ({exc}). Send a flat JSON object."
+    except ValueError as exc:  # nested too deep (never handed to the recursive parser), NaN, Infinity
+        return f"Arguments for {call.name} are not usable JSON ({exc}). Send a plain JSON object."
     if not isinstance(arguments, dict):
         return f"Arguments for {call.name} must be a JSON object, got {type(arguments).__name__}."
     if spec.parameters:
