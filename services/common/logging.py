@@ -42,9 +42,16 @@ class JsonFormatter(logging.Formatter):
         for key, value in vars(record).items():
             if key not in _RESERVED and not key.startswith("_"):
                 payload[key] = redact(value)
-        if record.exc_info:
-            payload["exception"] = self.formatException(record.exc_info)
+        if record.exc_info:  # a traceback ends with the exception's message, which may quote a key or a header
+            payload["exception"] = redact(self.formatException(record.exc_info))
         return json.dumps(payload, default=str)
+
+
+class RedactingTextFormatter(logging.Formatter):
+    """The plain-text format (`log.format: text`), redacted like the JSON one: message and traceback."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
 
 
 def configure(level: str = "INFO", fmt: str = "json", stream=None) -> None:
@@ -53,7 +60,7 @@ def configure(level: str = "INFO", fmt: str = "json", stream=None) -> None:
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(RedactingTextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

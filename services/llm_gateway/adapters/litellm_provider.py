@@ -53,7 +53,12 @@ def load_litellm() -> Any:
         # content, on this path as on the direct one (a row of "----" in a table is not a loop)
         litellm.REPEATED_STREAMING_CHUNK_LIMIT = sys.maxsize
         for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
-            logging.getLogger(name).setLevel(logging.WARNING)
+            # litellm installs handlers of its own, which print past our redacting formatter: its records go
+            # through the root handler instead, like everyone else's
+            litellm_logger = logging.getLogger(name)
+            litellm_logger.setLevel(logging.WARNING)
+            litellm_logger.handlers.clear()
+            litellm_logger.propagate = True
         _litellm = litellm
         return litellm
 
