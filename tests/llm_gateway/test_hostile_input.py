@@ -157,6 +157,17 @@ BAD_REQUESTS = [
     ("fallback_unknown", pb.ChatRequest(fallback_models=["no-such-model"]), "fallback_models[0]"),
     ("model_with_whitespace", pb.ChatRequest(model=" other "), "model"),
     ("empty_content_part", pb.ChatRequest(messages=[pb.ChatMessage(role="user", parts=[pb.ContentPart()])]), "messages[0].parts[0]"),
+    ("tool_turn_without_call_id", pb.ChatRequest(messages=user() + [pb.ChatMessage(role="tool", content="42")]),
+     "messages[1].tool_call_id"),
+    ("history_call_without_name", pb.ChatRequest(messages=user() + [
+        pb.ChatMessage(role="assistant", tool_calls=[pb.ToolCall(id="c", arguments_json="{}")])]),
+     "messages[1].tool_calls[0].name"),
+    ("history_call_without_id", pb.ChatRequest(messages=user() + [
+        pb.ChatMessage(role="assistant", tool_calls=[pb.ToolCall(name="t", arguments_json="{}")])]),
+     "messages[1].tool_calls[0].id"),
+    ("image_on_a_system_turn", pb.ChatRequest(messages=[
+        pb.ChatMessage(role="system", parts=[pb.ContentPart(image_url="data:image/png;base64,AA==")])] + user()),
+     "messages[0].parts[0]"),
     ("history_arguments_too_deep", pb.ChatRequest(messages=user() + [
         pb.ChatMessage(role="assistant", tool_calls=[pb.ToolCall(id="c", name="t", arguments_json="[" * 100_000)])]),
      "messages[1].tool_calls[0].arguments_json"),

@@ -197,7 +197,14 @@ class LlmGateway:
             for j, part in enumerate(message.parts):
                 if "image_url" in part and not part["image_url"]:
                     problems.add(f"messages[{i}].parts[{j}]", "must set text or a non-empty image_url")
+                elif "image_url" in part and message.role != "user":  # no provider takes images on other turns
+                    problems.add(f"messages[{i}].parts[{j}]", f"images go on user turns only, not on a {message.role} turn")
+            if message.role == "tool" and not message.tool_call_id:
+                problems.add(f"messages[{i}].tool_call_id", "is required on a tool turn (the id of the call it answers)")
             for j, call in enumerate(message.tool_calls):
+                if not call.id or not call.name:
+                    problems.add(f"messages[{i}].tool_calls[{j}].{'id' if not call.id else 'name'}",
+                                 "is required on a tool call in the history")
                 if structured.json_depth(call.arguments_json) > structured.MAX_JSON_DEPTH:
                     problems.add(f"messages[{i}].tool_calls[{j}].arguments_json",
                                  f"nests JSON deeper than {structured.MAX_JSON_DEPTH} levels")
