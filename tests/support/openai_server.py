@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -113,6 +114,14 @@ def _stream_from_reply(reply: Reply) -> Stream:
     return Stream(chunks=chunks, finish_reason=reply.finish_reason, usage=reply.usage or DEFAULT_USAGE)
 
 
+class _QuietHTTPServer(ThreadingHTTPServer):
+    """Clients that hang up mid-request (tests cancel calls on purpose) are not worth a traceback on stderr."""
+
+    def handle_error(self, request, client_address) -> None:
+        if not isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            super().handle_error(request, client_address)
+
+
 class ScriptedOpenAIServer:
     """Threaded HTTP server; thread-safe queue and request log."""
 
@@ -155,7 +164,7 @@ class ScriptedOpenAIServer:
             def do_POST(self) -> None:
                 server._handle_post(self)
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = _QuietHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="scripted-openai", daemon=True)
         self._thread.start()
