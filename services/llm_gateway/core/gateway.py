@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.common import context as request_context
-from services.common.errors import InvalidArgumentError, ViolationCollector
+from services.common.errors import FailedPreconditionError, InvalidArgumentError, UnavailableError, ViolationCollector
 from services.llm_gateway.core import context, history, observe, structured, think, thinking_blocks, tools
 from services.llm_gateway.core.policy import apply as apply_policy
 from services.llm_gateway.core.policy import effective_mode, think_format_for
@@ -230,12 +230,11 @@ class LlmGateway:
             planned.append(self.registry.resolve(name, f"fallback_models[{i}]"))
         out = []
         for route in planned:
-            api_base = route.entry.api_base
-            if route.entry.is_embedded:
-                if self.embedded is None:
-                    raise InvalidArgumentError.for_field("model", "the embedded model is disabled (gateway.embedded.enabled)")
-                api_base = await self.embedded.api_base()
-            out.append(_Planned(route, api_base))
+            if route.entry.is_embedded and self.embedded is None:
+                raise InvalidArgumentError.for_field("model", "the embedded model is disabled (gateway.embedded.enabled)")
+            # The embedded model's address is asked for when its turn comes (_run): as a fallback it must not
+            # hold up the primary while it starts, nor fail the call when it cannot start.
+            out.append(_Planned(route, None if route.entry.is_embedded else route.entry.api_base))
         return out
 
     def _build_call(self, request: ChatRequest, planned: _Planned, messages: list[Message], streaming: bool) -> tuple[ProviderCall, ThinkFormat]:
@@ -306,6 +305,17 @@ class LlmGateway:
         last_error: ProviderError | None = None
         while True:
             planned = plan[route_index]
+            if planned.route.entry.is_embedded and planned.api_base is None:
+                assert self.embedded is not None  # _plan refused the route otherwise
+                try:
+                    planned.api_base = await self.embedded.api_base()
+                except (UnavailableError, FailedPreconditionError) as exc:
+                    if route_index + 1 == len(plan):
+                        raise  # the status the embedded model has (UNAVAILABLE, FAILED_PRECONDITION)
+                    logger.warning("the embedded model cannot answer (%s); falling back to %s", exc.message,
+                                   plan[route_index + 1].route.litellm_model)
+                    route_index += 1
+                    continue
             call, fmt = self._build_call(request, planned, messages, streaming)
             # Text that may still turn out to be JSON (structured output, text-mode tool calls) is held back.
             buffer_text = request.structured is not None or (bool(request.tools) and not planned.route.native_tools)
