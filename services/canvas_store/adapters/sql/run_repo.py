@@ -2,8 +2,9 @@
 
 Every lease-sensitive write locks the run row first (SELECT ... FOR UPDATE on PostgreSQL/MySQL; on
 SQLite the write transaction already holds the database's single writer lock), checks the caller with
-the policy callback and the fencing token, then writes. So a commit either sees its own lease intact and
-writes everything (steps, events with consecutive seq, status) in one transaction, or writes nothing.
+the policy callback and the fencing token (a released or expired lease fences like a stale token), then
+writes. So a commit either sees its own lease intact and writes everything (steps, events with
+consecutive seq, status) in one transaction, or writes nothing.
 """
 
 from __future__ import annotations
@@ -235,9 +236,10 @@ class RunRepository:
     def renew(self, run_id: str, holder: str, token: int, ttl_ms: int, check: Check) -> RunLease:
         with self._db.write() as conn:
             facts = self._locked_facts(conn, run_id, check)
-            if facts.lease_token != token or facts.lease_holder != holder:
-                raise _lease_lost(run_id, token)
-            expire = now_ms() + ttl_ms
+            now = now_ms()
+            if facts.lease_token != token or facts.lease_holder != holder or facts.lease_expire_time < now:
+                raise _lease_lost(run_id, token)  # an expired lease is lost: anyone may have acquired it meanwhile
+            expire = now + ttl_ms
             conn.execute(sa.update(runs).where(runs.c.id == run_id, runs.c.lease_token == token)
                          .values(lease_expire_time=expire))
         return RunLease(run_id, holder, token, expire, bool(facts.cancel_requested))
@@ -275,7 +277,9 @@ class RunRepository:
 
     def _commit_in(self, conn: Connection, commit: RunCommit, check: Check, now: int) -> CommitResult:
         facts = self._locked_facts(conn, commit.run_id, check)
-        if facts.lease_token != commit.lease_token or not facts.lease_holder:
+        # Expiry is judged now, with the row locked (`now` may predate a wait for the lock).
+        if (facts.lease_token != commit.lease_token or not facts.lease_holder
+                or facts.lease_expire_time < now_ms()):
             raise _lease_lost(commit.run_id, commit.lease_token)
         if facts.status in _FINAL:
             raise FailedPreconditionError(f"run {commit.run_id!r} is already {facts.status}",
