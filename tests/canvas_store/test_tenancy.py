@@ -116,6 +116,21 @@ async def test_runs_belong_to_their_creator_and_tenant(store):
     await expect_code(store.carol.GetRunRecord(pb.GetRunRecordRequest(id=run.id)), NOT_FOUND)
     assert (await store.alice.GetRunRecord(pb.GetRunRecordRequest(id=run.id))).id == run.id  # tenant owner
     assert (await store.service.GetRunRecord(pb.GetRunRecordRequest(id=run.id))).id == run.id  # orchestrator
+    # The owner may stop bob's run but not execute it: no lease, commit or release in someone else's run.
+    for call in (store.alice.AcquireRunLease(pb.AcquireRunLeaseRequest(run_id=run.id, holder="alice")),
+                 store.alice.CommitRunStep(pb.CommitRunStepRequest(run_id=run.id, lease_token=1)),
+                 store.alice.CommitRunSteps(pb.CommitRunStepsRequest(commits=[pb.CommitRunStepRequest(
+                     run_id=run.id, lease_token=1)])),
+                 store.alice.ReleaseRunLease(pb.ReleaseRunLeaseRequest(run_id=run.id, token=1))):
+        try:
+            reply = await call
+        except grpc.aio.AioRpcError as error:
+            assert error.code() == grpc.StatusCode.PERMISSION_DENIED, error.details()
+        else:  # the batch reports per item
+            assert reply.results[0].code == grpc.StatusCode.PERMISSION_DENIED.value[0], reply
+    lease = await store.bob.AcquireRunLease(pb.AcquireRunLeaseRequest(run_id=run.id, holder="bob"))
+    assert lease.token == 1  # nothing of the owner's attempts took hold
+    assert (await store.alice.RequestRunCancel(pb.RequestRunCancelRequest(id=run.id))).cancel_requested
 
 
 def test_policy_decides_not_found_versus_permission_denied():

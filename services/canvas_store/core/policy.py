@@ -37,7 +37,8 @@ class Action(enum.Enum):
     READ_TENANT = "read_tenant"
     MANAGE_TENANT = "manage_tenant"
     READ_RUN = "read_run"
-    WRITE_RUN = "write_run"
+    CANCEL_RUN = "cancel_run"
+    WRITE_RUN = "write_run"  # lease, commit, release: executing the run
 
 
 class Kind(enum.Enum):
@@ -94,9 +95,16 @@ def authorize(caller: Caller, action: Action, target: Target) -> None:
             return
         if target.tenant_id != caller.tenant_id:
             raise _not_found(target)
-        if target.creator_id == caller.user_id or caller.role is TenantRole.OWNER:
+        if target.creator_id == caller.user_id:
             return
-        raise _not_found(target)
+        if caller.role is not TenantRole.OWNER:
+            raise _not_found(target)
+        # The tenant owner sees every run of the tenant and may stop one, but only its creator (or a service
+        # acting for it) executes it: a lease or commit from the owner would write into someone else's run.
+        if action is Action.WRITE_RUN:
+            raise PermissionDeniedError("only the run's creator or a service principal may lease or commit it",
+                                        reason="RUN_CREATOR_ONLY")
+        return
 
     if target.tenant_id != caller.tenant_id:
         raise _not_found(target)

@@ -219,7 +219,7 @@ class RunService:
 
     def request_cancel(self, caller: Caller, run_id: str) -> RunRecord:
         validation.resource_id(run_id, "id")
-        return self._runs.request_cancel(run_id, self._check(caller, Action.WRITE_RUN))
+        return self._runs.request_cancel(run_id, self._check(caller, Action.CANCEL_RUN))
 
     def get_summary(self, caller: Caller, run_id: str) -> RunRecord:
         validation.resource_id(run_id, "run_id")
