@@ -118,9 +118,7 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
                                                   identity.user_id if identity else "")
 
     async def _reattach(self, request: orchestrator_pb2.StreamRunEventsRequest) -> RunRecord:
-        if request.after_seq < 0:
-            raise InvalidArgumentError.for_field("after_seq", "must be >= 0")
-        return await self._orchestrator.get_run(_run_id(request.run_id))
+        return await self._orchestrator.reattach(_run_id(request.run_id), request.after_seq)
 
     async def RunCanvas(self, request: orchestrator_pb2.RunCanvasRequest, ctx):
         record = await self._start(request)

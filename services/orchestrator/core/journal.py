@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.common.errors import AbortedError, AgentCanvasError
+from services.common.errors import AbortedError, AgentCanvasError, InvalidArgumentError
 from services.orchestrator.core.events import Event
 from services.orchestrator.core.ports import RunError, RunStatus, RunStore, Step, Usage
 
@@ -42,6 +42,9 @@ class JournalFailed(Exception):
         super().__init__(str(cause))
         self.cause = cause
         self.lease_lost = isinstance(cause, AbortedError)
+        self.refused = isinstance(cause, InvalidArgumentError)
+        """The store refused what was written (e.g. an event over its size limit), not the writer: the
+        same commit fails on every replica that takes the run over, so the run must end here."""
 
 
 class Journal:
@@ -121,6 +124,12 @@ class Journal:
 
     async def flush(self) -> None:
         await self.commit([], [])
+
+    def reopen(self) -> None:
+        """After a refused commit (JournalFailed.refused) the lease still holds: accept writes again so
+        the run's end can be written. What the store refused stays dropped."""
+        if self.failure is not None and self.failure.refused:
+            self.failure = None
 
     def _on_timer(self) -> None:
         self._timer = None

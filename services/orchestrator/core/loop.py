@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.common.errors import AbortedError, AgentCanvasError
+from services.common.errors import AbortedError, AgentCanvasError, InvalidArgumentError
 from services.orchestrator.core import events as ev
 from services.orchestrator.core import sessions
 from services.orchestrator.core.context import Services
@@ -159,8 +159,14 @@ class RunLoop:
                 return None
             if before_finish is not None:  # e.g. free the admission slot before clients can see the end
                 await before_finish()
+                before_finish = None
             return await self._finish(record, execution, journal, *outcome, cancel=cancel)
         except JournalFailed as failed:
+            if failed.refused:
+                if before_finish is not None:
+                    await before_finish()
+                return await self._end_refused(record, execution, journal, failed.cause,
+                                               started=rebuilt.started or journal.last_seq > 0)
             logger.warning("run %s: stopping, journal unavailable (%s)", record.id, failed.cause.message)
             return None
         except asyncio.CancelledError:
@@ -232,7 +238,7 @@ class RunLoop:
             # takeover after a crash between the two replays no node and the recorded answer is the
             # run's own output (one more commit, for session runs only).
             await journal.flush()
-            await self._update_session(record, state, answer, status, pauses)
+            await self._record_turn(record, state, answer, status, pauses)
         await journal.commit([], events, status=status, outputs=outputs, error=error, usage=state.usage)
         if status == RunStatus.PAUSED and cancel is not None and cancel.is_set():
             # The pausing commit's reply says a cancel was requested meanwhile: a paused run that was
@@ -250,6 +256,45 @@ class RunLoop:
             except AgentCanvasError as exc:
                 logger.info("run %s: lease release failed: %s", record.id, exc.message)
         return status
+
+    async def _end_refused(self, record: RunRecord, execution: Execution, journal: Journal, cause: AgentCanvasError,
+                           *, started: bool) -> RunStatus:
+        """The store refused a commit of this run as invalid (e.g. an event over its payload limit).
+        Writing it again cannot succeed, here or on a replica that takes the run over (it would replay
+        up to the same commit and be refused again, for ever): end the run FAILED (COMMIT_REFUSED) in a
+        terminal commit without outputs. What was refused is not in the log; seqs stay consecutive."""
+        logger.warning("run %s: the store refused a commit (%s); ending it FAILED", record.id, cause.message)
+        journal.reopen()
+        state = execution.state
+        error = RunError("COMMIT_REFUSED", f"the run's progress could not be persisted: {cause.message}")
+        steps: list[Step] = []
+        events: list[ev.Event] = []
+        if not started:  # the refused batch held WorkflowStarted: the log still starts with one
+            steps.append(Step("", {"kind": "started"}))
+            events.append(ev.Event(ev.WORKFLOW_STARTED, {
+                "inputs": {}, "canvas_id": record.canvas_id, "revision_id": record.revision_id,
+                "resumed": bool(state.spec.get("resume_from")), "query": ""}))
+        events.extend(execution.unfinished_events("RUN_FAILED", "stopped: the run's progress could not be persisted"))
+        events.append(ev.Event(ev.WORKFLOW_FINISHED, {
+            "status": int(RunStatus.FAILED), "outputs": {}, "usage": state.usage.to_dict(), "error": error.to_dict(),
+            "elapsed_ms": max(0, ev.now_ms() - record.create_time_ms) if record.create_time_ms else 0}))
+        if record.session_id:  # the user's message is the turn; the answer is what could not be stored
+            await self._record_turn(record, state, "", RunStatus.FAILED, [])
+        await journal.commit(steps, events, status=RunStatus.FAILED, outputs={}, error=error, usage=state.usage)
+        return RunStatus.FAILED
+
+    async def _record_turn(self, record: RunRecord, state: RunState, answer: str, status: RunStatus,
+                           pauses: list[tuple[str, dict[str, Any]]]) -> None:
+        """The run's turn in its session. A turn the store refuses (over its size limit) is recorded without
+        the answer, else not at all: raising would leave the run unfinished, and every replica taking it
+        over would be refused the same way."""
+        for attempt_answer in dict.fromkeys((answer, "")):
+            try:
+                await self._update_session(record, state, attempt_answer, status, pauses)
+                return
+            except InvalidArgumentError as exc:
+                logger.warning("run %s: the store refused its turn%s: %s", record.id,
+                               " with the answer" if attempt_answer else "", exc.message)
 
     async def _update_session(self, record: RunRecord, state: RunState, answer: str, status: RunStatus,
                               pauses: list[tuple[str, dict[str, Any]]]) -> None:

@@ -8,7 +8,8 @@ import copy
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,6 +103,16 @@ def _check_begin_inputs(canvas: CanvasSpec, spec: dict[str, Any]) -> None:
     problems.raise_if_any("required Begin inputs are missing")
 
 
+@contextmanager
+def _request_field(name: str) -> Iterator[None]:
+    """A malformed id refused by the store names the request's field, not the store's (`id`)."""
+    try:
+        yield
+    except InvalidArgumentError as exc:
+        raise InvalidArgumentError.for_field(
+            name, exc.violations[0].description if exc.violations else exc.message) from None
+
+
 async def _each(batches: AsyncIterator[list[Event]]) -> AsyncIterator[Event]:
     async for batch in batches:
         for event in batch:
@@ -170,17 +181,15 @@ class Orchestrator:
         previous: RunRecord | None = None
         session_id = request.session_id
         if request.resume_run_id:
-            try:
+            with _request_field("resume_run_id"):
                 previous = await self.store.get_run(request.resume_run_id)  # NOT_FOUND, also for another tenant's
-            except InvalidArgumentError as exc:  # a malformed id: name the request's field, not the store's
-                raise InvalidArgumentError.for_field(
-                    "resume_run_id", exc.violations[0].description if exc.violations else exc.message) from None
             if session_id and session_id != previous.session_id:
                 raise InvalidArgumentError.for_field("resume_run_id", f"run {previous.id} belongs to "
                                                      f"{'session ' + previous.session_id if previous.session_id else 'no session'}, not to session {session_id}")
             session_id = previous.session_id
         if session_id:
-            session = await self.store.get_session(session_id)
+            with _request_field("session_id"):
+                session = await self.store.get_session(session_id)
             done = session.state.get("last_run_id")
             if request.request_id and done and session.state.get("last_request_id") == request.request_id:
                 return await self.store.get_run(done)  # a retry of a turn that already ended: reattach
@@ -361,7 +370,8 @@ class Orchestrator:
             yield [event]
 
     async def cancel(self, run_id: str) -> RunRecord:
-        record = await self.store.request_cancel(run_id)
+        with _request_field("run_id"):
+            record = await self.store.request_cancel(run_id)
         local = self._cancels.get(run_id)
         if local is not None:
             local.set()  # executed here: stop now; elsewhere the owner learns it from its heartbeat
@@ -417,7 +427,20 @@ class Orchestrator:
             logger.info("run %s: could not release the lease: %s", run_id, exc.message)
 
     async def get_run(self, run_id: str) -> RunRecord:
-        return await self.store.get_run(run_id)
+        with _request_field("run_id"):
+            return await self.store.get_run(run_id)
+
+    async def reattach(self, run_id: str, after_seq: int) -> RunRecord:
+        """The run a client follows again from `after_seq` (the last seq it has)."""
+        if after_seq < 0:
+            raise InvalidArgumentError.for_field("after_seq", "must be >= 0")
+        record = await self.get_run(run_id)
+        if after_seq > record.last_seq:
+            # Every seq a client was sent is persisted first, so this one was never sent: following from
+            # it would wait for events that may never come and end without a terminal event.
+            raise InvalidArgumentError.for_field(
+                "after_seq", f"{after_seq} is past the run's last event (seq {record.last_seq})")
+        return record
 
     # -- execution and takeover -----------------------------------------------------------------
     async def _claim(self, record: RunRecord, canvas=None, lease=None) -> bool:

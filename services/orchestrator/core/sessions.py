@@ -4,7 +4,8 @@ run's continuation unique.
 Session state (stored on the store's Session.state):
     paused_run_id   run waiting for a UserFillUp answer ("" when none)
     pending         UserFillUp ids that run waits on
-    history         bounded list of {role, content}; sys.history is derived from it
+    history         bounded list of {role, content} (the last `window` messages within HISTORY_MAX_BYTES);
+                    sys.history is derived from it
     env             env.* values carried to the next turn (VariableAssigner may change them)
     last_run_id     the run whose turn was applied last
     recent_runs     the last RECENT_RUNS runs whose turns were applied: a replica that takes over a
@@ -33,6 +34,9 @@ logger = logging.getLogger(__name__)
 
 RESUME_KEY_PREFIX = "resume:"
 RECENT_RUNS = 16
+HISTORY_MAX_BYTES = 2 << 20
+"""Content kept in the state's history (older messages go first, never this turn's): the state travels with
+every turn write, which the store limits in size, and prompts are fitted to far less than this anyway."""
 TURN_WRITE_ATTEMPTS = 8  # each retry means another turn of this session landed in between
 
 
@@ -56,10 +60,15 @@ def next_state(previous: dict[str, Any], *, query: str, answer: str | None, paus
     if answer:
         messages.append({"role": "assistant", "content": answer})
     history.extend(messages)
+    kept = history[-window:] if window > 0 else []
+    sizes = [len(str(m.get("content", ""))) for m in kept]
+    while len(kept) > len(messages) and sum(sizes) > HISTORY_MAX_BYTES:
+        kept.pop(0)
+        sizes.pop(0)
     state = {
         "paused_run_id": paused_run_id,
         "pending": pending,
-        "history": history[-window:] if window > 0 else [],
+        "history": kept,
         "env": env,
         "last_run_id": run_id,
         "recent_runs": ([r for r in previous.get("recent_runs") or [] if r != run_id] + [run_id])[-RECENT_RUNS:]

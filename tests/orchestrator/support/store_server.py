@@ -16,12 +16,13 @@ from services.common.settings import Config
 
 
 @asynccontextmanager
-async def running_store(data_dir: str, database_url: str,
-                        tokens: list[dict[str, Any]]) -> AsyncIterator[tuple[str, canvas_store_pb2_grpc.CanvasStoreStub]]:
-    """(address, stub) of a store over `database_url` that knows `tokens`, stopped on exit."""
+async def running_store(data_dir: str, database_url: str, tokens: list[dict[str, Any]],
+                        **store: Any) -> AsyncIterator[tuple[str, canvas_store_pb2_grpc.CanvasStoreStub]]:
+    """(address, stub) of a store over `database_url` that knows `tokens` (more `store` settings as keywords),
+    stopped on exit."""
     config = Config.load(env={"AGENT_CANVAS_DATA_DIR": data_dir}).with_overrides({
         "auth": {"embedded": False, "tokens": tokens},
-        "store": {"database_url": database_url, "watch_poll_interval_ms": 20, "seed_templates": False}})
+        "store": {"database_url": database_url, "watch_poll_interval_ms": 20, "seed_templates": False, **store}})
     definition, _ = build_service(config)
     running = await start_server(definition, config, authenticator=TokenAuthenticator.from_config(config, env={}))
     channel = create_channel(f"127.0.0.1:{running.port}")
