@@ -24,14 +24,14 @@ from agentcanvas.v1 import (
 )
 from google.protobuf import json_format
 
-from services.cli.files import (export_document, from_canvas_message, load_document, read_text, to_canvas_message,
-                                write_text)
-from services.cli.render import TerminalView, event_json
+from services.cli.files import (NotJsonNumber, export_document, find_unsendable_number, from_canvas_message, load_document,
+                                read_text, reject_constant, to_canvas_message, write_text)
+from services.cli.render import TerminalView, event_json, utf8_output
 from services.cli.stack import (CLI_NAMES, ChildExited, ChildProcess, Stack, build_definition, first_exit, open_stack,
                                 spawn_processes, stop_children, wait_for_children)
 from services.common import status
 from services.common.bootstrap import run_service
-from services.common.errors import AgentCanvasError, InvalidArgumentError
+from services.common.errors import AgentCanvasError, FailedPreconditionError, InvalidArgumentError
 from services.common.settings import Config
 from services.common.structs import to_struct
 
@@ -46,7 +46,14 @@ def _report_one(exc: AgentCanvasError, path: str) -> None:
 
 def serve(config: Config, args: argparse.Namespace) -> int:
     service = CLI_NAMES[args.service]
-    return run_service(build_definition(service, config), config, host=args.host, port=args.port)
+    try:
+        return run_service(build_definition(service, config), config, host=args.host, port=args.port)
+    except RuntimeError as exc:
+        if not str(exc).startswith("Failed to bind"):  # grpc's words for a port it cannot listen on
+            raise
+        raise FailedPreconditionError(
+            f"{service}: {str(exc).split(';')[0]} (is something else listening there? choose another with --port)"
+        ) from None
 
 
 def up(config: Config, args: argparse.Namespace) -> int:
@@ -121,11 +128,20 @@ def _resume_hint(args: argparse.Namespace, run_id: str, session_id: str, fields:
 
 def _parse_object(text: str, flag: str) -> dict:
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=reject_constant)
     except json.JSONDecodeError as exc:
         raise InvalidArgumentError.for_field(flag, f"is not valid JSON: {exc.msg}") from None
+    except NotJsonNumber as exc:
+        raise InvalidArgumentError.for_field(flag, f"is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise InvalidArgumentError.for_field(flag, "nests arrays or objects too deeply to read") from None
+    except ValueError:  # the only other refusal: Python reads integers of at most 4300 digits
+        raise InvalidArgumentError.for_field(flag, "holds an integer of more than 4300 digits") from None
     if not isinstance(value, dict):
         raise InvalidArgumentError.for_field(flag, "must be a JSON object")
+    if (where := find_unsendable_number(value)) is not None:
+        path, problem = where
+        raise InvalidArgumentError.for_field(f"{flag}{path}", problem)
     return value
 
 
@@ -201,7 +217,7 @@ async def canvas(config: Config, args: argparse.Namespace) -> int:
             shown = json_format.MessageToDict(item)
             if not args.dsl:
                 shown.pop("dsl", None)
-            print(json.dumps(shown, indent=2, ensure_ascii=False))
+            print(json.dumps(shown, indent=2, ensure_ascii=not utf8_output()))
         elif args.canvas_command == "delete":
             reply = await stub.DeleteCanvas(canvas_store_pb2.DeleteCanvasRequest(id=args.id, etag=args.etag),
                                             metadata=metadata)
@@ -213,11 +229,11 @@ async def canvas(config: Config, args: argparse.Namespace) -> int:
             print(f"{item.id}\trestored\t{item.title}")
         elif args.canvas_command == "export":
             item = await stub.GetCanvas(canvas_store_pb2.GetCanvasRequest(id=args.id), metadata=metadata)
-            text = json.dumps(export_document(from_canvas_message(item)), indent=2, ensure_ascii=False)
+            document = export_document(from_canvas_message(item))
             if args.output:
-                write_text(args.output, text + "\n")
+                write_text(args.output, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
             else:
-                print(text)
+                print(json.dumps(document, indent=2, ensure_ascii=not utf8_output()))
     finally:
         await stack.close()
     return 0

@@ -47,6 +47,34 @@ def _lone_surrogate(value: Any) -> str | None:
     return None
 
 
+class NotJsonNumber(ValueError):
+    """NaN, Infinity or -Infinity in JSON text: Python's json reads them, JSON (and a Struct) has no such number."""
+
+
+def reject_constant(name: str) -> Any:
+    """json.loads' parse_constant hook: refuse NaN, Infinity and -Infinity."""
+    raise NotJsonNumber(f"{name} is not a JSON number")
+
+
+def find_unsendable_number(value: Any) -> tuple[str, str] | None:
+    """(path, why) of the first number a Struct cannot carry as given: an infinite float (1e999) or an integer
+    beyond ±2^53 (Struct numbers are doubles), or None."""
+    if (where := find_inexact_integer(value)) is not None:
+        path, number = where
+        return path, (f"{number} is an integer beyond ±2^53: numbers travel as doubles and would change; "
+                      "write it as a string")
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, float) and item in (float("inf"), float("-inf")):
+            return path, "is too large for a JSON number (it would be infinite)"
+        if isinstance(item, dict):
+            stack.extend((f"{path}.{key}", child) for key, child in item.items())
+        elif isinstance(item, list):
+            stack.extend((f"{path}[{index}]", child) for index, child in enumerate(item))
+    return None
+
+
 @dataclass
 class CanvasDocument:
     """What a canvas file holds, independent of its shape."""
@@ -140,11 +168,13 @@ def write_text(path: Path, text: str) -> None:
 def load_document(path: Path) -> CanvasDocument:
     text = read_text(path)
     try:
-        raw = json.loads(text)
+        raw = json.loads(text, parse_constant=reject_constant)
     except json.JSONDecodeError as exc:
         raise InvalidArgumentError.for_field(str(path), f"is not valid JSON ({exc.msg} at line {exc.lineno})") from None
     except RecursionError:
         raise InvalidArgumentError.for_field(str(path), "nests arrays or objects too deeply to read") from None
+    except NotJsonNumber as exc:
+        raise InvalidArgumentError.for_field(str(path), f"is not valid JSON: {exc}") from None
     except ValueError:  # the only other refusal: Python reads integers of at most 4300 digits
         raise InvalidArgumentError.for_field(str(path), "holds an integer of more than 4300 digits") from None
     if (where := find_inexact_integer(raw)) is not None:
@@ -152,6 +182,9 @@ def load_document(path: Path) -> CanvasDocument:
         raise InvalidArgumentError.for_field(
             f"{path}{field_path}", f"{number} is an integer beyond ±2^53: canvas numbers are doubles and would "
             "store a different value; write it as a string")
+    if (where := find_unsendable_number(raw)) is not None:
+        field_path, problem = where
+        raise InvalidArgumentError.for_field(f"{path}{field_path}", problem)
     if "\\u" in text and (where := _lone_surrogate(raw)) is not None:  # only a backslash-u escape can make one
         raise InvalidArgumentError.for_field(
             f"{path}{where}", "holds a lone surrogate escape (\\ud800-\\udfff), which UTF-8 text cannot carry")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 import threading
@@ -25,8 +26,19 @@ from pathlib import Path
 
 import grpc
 
+from services.cli.render import utf8_output
 from services.common import errors, status
 from services.common.settings import Config
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number (0-65535)")
+    return port
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -53,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="run one service in this process")
     _common(serve)
     serve.add_argument("service", choices=["store", "orchestrator", "gateway", "sandbox"])
-    serve.add_argument("--port", type=int, help="listen port (default: $PORT, then the config)")
+    serve.add_argument("--port", type=_port, help="listen port (default: $PORT, then the config)")
     serve.add_argument("--host", help="listen address (default: $AGENT_CANVAS_LISTEN_HOST, then 0.0.0.0)")
 
     run = commands.add_parser("run", help="run a canvas and stream its events")
@@ -147,7 +159,26 @@ def _interrupt_on_sigterm(signum, frame) -> None:
         raise KeyboardInterrupt
 
 
+def _tolerate_any_encoding() -> None:
+    """A terminal or pipe whose encoding cannot show a character (LANG=C without UTF-8 mode,
+    PYTHONIOENCODING=ascii) gets an escape for it instead of a UnicodeEncodeError after the work is done."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure") and not utf8_output(stream):
+            stream.reconfigure(errors="backslashreplace")
+
+
+def _silence_closed_stdout() -> None:
+    """The reader of our output went away (`| head -1`): send the rest, and Python's final flush, nowhere."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
+    _tolerate_any_encoding()
     args = build_parser().parse_args(argv)
     # So that `kill`, systemd or a container runtime stopping the CLI stops what it started (the
     # services of `up`, in-process servers and the model server) instead of orphaning them.
@@ -155,7 +186,13 @@ def main(argv: list[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
     try:
-        return _main(args)
+        code = _main(args)
+        sys.stdout.flush()  # inside the try: a pipe closed early fails here, not in Python's exit
+        return code
+    except BrokenPipeError:
+        # Like any Unix filter whose reader exits: stop quietly, with the status a SIGPIPE death gives.
+        _silence_closed_stdout()
+        return 128 + signal.SIGPIPE
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)

@@ -16,9 +16,16 @@ from google.protobuf import json_format
 DIM, BOLD, RED, GREEN, RESET = "\033[2m", "\033[1m", "\033[31m", "\033[32m", "\033[0m"
 
 
+def utf8_output(stream: TextIO | None = None) -> bool:
+    """Whether `stream` (stdout by default) writes UTF-8. When it does not (LANG=C without UTF-8 mode,
+    PYTHONIOENCODING=ascii), JSON goes out with \\u escapes, which stay valid JSON for any reader."""
+    encoding = getattr(stream if stream is not None else sys.stdout, "encoding", None) or ""
+    return encoding.lower().replace("-", "").replace("_", "") in ("utf8", "utf8sig")
+
+
 def event_json(event: orchestrator_pb2.RunEvent) -> str:
     """The proto JSON mapping of one event, on one line."""
-    return json.dumps(json_format.MessageToDict(event), ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(json_format.MessageToDict(event), ensure_ascii=not utf8_output(), separators=(",", ":"))
 
 
 class TerminalView:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from services.common.auth import client_token
 from services.common.bootstrap import LISTEN_HOST_ENV, RunningServer, start_server
 from services.common.clients import create_channel
-from services.common.errors import UnavailableError
+from services.common.errors import InvalidArgumentError, UnavailableError
 from services.common.health import is_serving, wait_until_serving
 from services.common.settings import SERVICES, Config
 
@@ -70,7 +70,14 @@ class Stack:
         return self._channels[service]
 
     def metadata(self) -> list[tuple[str, str]]:
-        return [("authorization", f"Bearer {self.token}")] if self.token else []
+        token = self.token
+        if token and not (token.isascii() and token.isprintable()):
+            # gRPC cannot send it as a header (it fails with a traceback); never show the token itself.
+            source = ("AGENT_CANVAS_TOKEN" if os.environ.get("AGENT_CANVAS_TOKEN") else "auth.client_token"
+                      if self.config.section("auth").get("client_token") else str(self.config.data_dir / "token"))
+            raise InvalidArgumentError.for_field(
+                source, "the token holds a character a request header cannot carry (only printable ASCII)")
+        return [("authorization", f"Bearer {token}")] if token else []
 
     async def close(self) -> None:
         for channel in self._channels.values():

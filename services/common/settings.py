@@ -21,6 +21,7 @@ module knows no service's keys beyond addresses, ports and the data directory.
 from __future__ import annotations
 
 import copy
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -50,6 +51,8 @@ _NAMED_ENV = {
     "STORE_DATABASE_URL": ("store", "database_url"),
 }
 _GENERIC_PREFIX = "AGENT_CANVAS__"
+MAX_CONFIG_BYTES = 4 << 20
+"""A config file is a few KB; reading stops past this (PyYAML takes seconds per 10 MB, forever on /dev/zero)."""
 
 
 def _default_data_dir() -> str:
@@ -85,6 +88,78 @@ def _deep_merge(base: dict[str, Any], overlay: Mapping[str, Any]) -> dict[str, A
     return base
 
 
+def _one_line(exc: yaml.YAMLError) -> str:
+    """A YAML error on one line: what is wrong and where (PyYAML's own text spans several, with a caret)."""
+    problem = getattr(exc, "problem", None)
+    mark = getattr(exc, "problem_mark", None)
+    if problem and mark is not None:
+        return f"{problem} (line {mark.line + 1}, column {mark.column + 1})"
+    return " ".join(str(problem or exc).split())
+
+
+def _port(value: Any, where: str) -> int:
+    """A TCP port (0 = any free one), or InvalidArgumentError naming `where`."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise InvalidArgumentError.for_field(where, f"must be a port number (0-65535), not {value!r}")
+    try:
+        port = int(value)
+    except ValueError:
+        raise InvalidArgumentError.for_field(where, f"must be a port number (0-65535), not {value!r}") from None
+    if not 0 <= port <= 65535:
+        raise InvalidArgumentError.for_field(where, f"must be a port number (0-65535), not {port}")
+    return port
+
+
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+"""What `log.level` may be (any case), as the bootstrap passes it to logging."""
+
+
+def _check(merged: Mapping[str, Any], env: Mapping[str, str]) -> None:
+    """Refuse, naming the key, what this module and the shared bootstrap read: the data directory, the
+    addresses, the log settings, and each service section's shared keys (SERVER_KEYS but event_loop, which
+    event_loops.py checks). A service's own keys are its settings' business."""
+    data_dir = merged.get("data_dir")
+    if not isinstance(data_dir, str) or not data_dir.strip():
+        raise InvalidArgumentError.for_field("data_dir", f"must be a directory path, not {data_dir!r}")
+    addresses = merged.get("addresses")
+    if not isinstance(addresses, Mapping):
+        raise InvalidArgumentError.for_field("addresses", "must be a mapping of service name to host:port")
+    for service in SERVICES:
+        address = addresses.get(service)
+        if not isinstance(address, str) or not address.strip():
+            raise InvalidArgumentError.for_field(f"addresses.{service}", f"must be host:port, not {address!r}")
+    log = merged.get("log")
+    if log is not None:
+        if not isinstance(log, Mapping):
+            raise InvalidArgumentError.for_field("log", "must be a mapping")
+        level = log.get("level", "INFO")
+        if not isinstance(level, str) or level.upper() not in logging.getLevelNamesMapping():
+            raise InvalidArgumentError.for_field("log.level", f"must be one of {', '.join(_LOG_LEVELS)}, not {level!r}")
+        if log.get("format", "json") not in ("json", "text"):
+            raise InvalidArgumentError.for_field("log.format", f"must be json or text, not {log.get('format')!r}")
+    for section_name in SECTION_BY_SERVICE.values():
+        section = merged.get(section_name)
+        if section is None:
+            continue
+        if not isinstance(section, Mapping):
+            raise InvalidArgumentError.for_field(section_name, "must be a mapping")
+        for key in ("port", "metrics_port"):
+            if section.get(key) is not None:
+                _port(section[key], f"{section_name}.{key}")
+        grace = section.get("shutdown_grace_s")
+        if grace is not None:
+            try:
+                seconds = float(grace) if isinstance(grace, (int, float, str)) and not isinstance(grace, bool) else -1.0
+            except ValueError:
+                seconds = -1.0
+            if not 0 <= seconds < float("inf"):
+                raise InvalidArgumentError.for_field(f"{section_name}.shutdown_grace_s",
+                                                     f"must be a number of seconds >= 0, not {grace!r}")
+    for name in ("PORT", "METRICS_PORT"):
+        if env.get(name):
+            _port(env[name], name)
+
+
 @dataclass(frozen=True)
 class Config:
     """The merged configuration. Immutable; `with_overrides` returns a changed copy."""
@@ -102,11 +177,24 @@ class Config:
         if file_path:
             resolved = Path(file_path).expanduser()
             try:
-                loaded = yaml.safe_load(resolved.read_text()) or {}
+                with resolved.open("rb") as handle:  # bounded: /dev/zero or a stray huge file must not hang us
+                    data = handle.read(MAX_CONFIG_BYTES + 1)
+                if len(data) > MAX_CONFIG_BYTES:
+                    raise InvalidArgumentError.for_field(
+                        "config", f"{resolved} is larger than {MAX_CONFIG_BYTES >> 20} MiB; is it really the config file?")
+                loaded = yaml.safe_load(data.decode("utf-8")) or {}
             except FileNotFoundError:
                 raise InvalidArgumentError.for_field("config", f"config file {resolved} does not exist") from None
+            except IsADirectoryError:
+                raise InvalidArgumentError.for_field("config", f"{resolved} is a directory, not a file") from None
+            except PermissionError:
+                raise InvalidArgumentError.for_field("config", f"{resolved} cannot be read (permission denied)") from None
+            except UnicodeDecodeError as exc:
+                raise InvalidArgumentError.for_field("config", f"{resolved} is not UTF-8 text (byte {exc.start})") from None
+            except OSError as exc:
+                raise InvalidArgumentError.for_field("config", f"{resolved} cannot be read ({exc.strerror or exc})") from None
             except yaml.YAMLError as exc:
-                raise InvalidArgumentError.for_field("config", f"{resolved} is not valid YAML: {exc}") from None
+                raise InvalidArgumentError.for_field("config", f"{resolved} is not valid YAML: {_one_line(exc)}") from None
             if not isinstance(loaded, Mapping):
                 raise InvalidArgumentError.for_field("config", f"{resolved} must hold a mapping at the top level")
             _deep_merge(merged, loaded)
@@ -116,7 +204,12 @@ class Config:
         for name, value in env.items():
             if name.startswith(_GENERIC_PREFIX) and len(name) > len(_GENERIC_PREFIX):
                 key_path = tuple(part.lower() for part in name[len(_GENERIC_PREFIX) :].split("__"))
-                _set_path(merged, key_path, yaml.safe_load(value) if value else value)
+                try:
+                    parsed = yaml.safe_load(value) if value else value
+                except yaml.YAMLError as exc:
+                    raise InvalidArgumentError.for_field(name, f"is not a valid YAML value: {_one_line(exc)}") from None
+                _set_path(merged, key_path, parsed)
+        _check(merged, env)
         return cls(raw=merged, path=resolved)
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> "Config":
@@ -140,9 +233,10 @@ class Config:
         """Port a service listens on: PORT env (as in Kubernetes), the section's `port`, then the default."""
         env = os.environ if env is None else env
         if env.get("PORT"):
-            return int(env["PORT"])
-        section = self.section(SECTION_BY_SERVICE[service])
-        if "port" in section:
-            return int(section["port"])
+            return _port(env["PORT"], "PORT")
+        name = SECTION_BY_SERVICE[service]
+        section = self.section(name)
+        if section.get("port") is not None:
+            return _port(section["port"], f"{name}.port")
         address = self.address(service)
         return int(address.rsplit(":", 1)[1]) if ":" in address else DEFAULT_PORTS[service]
