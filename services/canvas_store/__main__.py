@@ -19,7 +19,7 @@ from sqlalchemy.engine import make_url
 
 from services.canvas_store import app
 from services.canvas_store.settings import StoreSettings
-from services.common.bootstrap import run_service
+from services.common.bootstrap import configuration_errors, run_service
 from services.common.errors import InvalidArgumentError, UnavailableError, clip_chars
 from services.common.settings import Config
 
@@ -30,7 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", nargs="?", default="serve", choices=["serve", "migrate", "seed-templates"])
     parser.add_argument("--config", help="YAML config file (default: AGENT_CANVAS_CONFIG or built-in defaults)")
     args = parser.parse_args(argv)
-    config = Config.load(args.config)
+    with configuration_errors("canvas_store"):
+        config = Config.load(args.config)
     try:
         try:  # these touch nothing but the database (an OSError: the SQLite file's directory, its lock file)
             if args.command == "migrate":

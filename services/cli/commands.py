@@ -296,11 +296,12 @@ async def execute(config: Config, args: argparse.Namespace) -> int:
     if bool(args.file) == bool(args.code):
         raise InvalidArgumentError.for_field("FILE|-c", "give exactly one of a file or -c CODE")
     code = args.code if args.code else read_text(args.file)
+    arguments = to_struct(_parse_object(args.args, "--args"))  # refused before anything starts
     stack = await open_stack(config, ["sandbox"], mode=args.mode)
     exit_event = None
     try:
         stub = sandbox_pb2_grpc.SandboxStub(stack.channel("sandbox"))
-        request = sandbox_pb2.ExecuteRequest(language=args.lang, code=code, arguments=to_struct(_parse_object(args.args, "--args")))
+        request = sandbox_pb2.ExecuteRequest(language=args.lang, code=code, arguments=arguments)
         async for event in stub.Execute(request, metadata=stack.metadata()):
             kind = event.WhichOneof("event")
             if kind == "stdout":

@@ -76,7 +76,12 @@ class TokenAuthenticator:
             if not token and item.get("token_env"):
                 token = env.get(str(item["token_env"]))
             if not token and item.get("token_file"):
-                token = Path(str(item["token_file"])).expanduser().read_text().strip()
+                path = Path(str(item["token_file"])).expanduser()
+                try:
+                    token = path.read_text().strip()
+                except (OSError, UnicodeDecodeError) as exc:  # never the file's content: it is a secret
+                    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+                    raise InvalidArgumentError.for_field(f"{where}.token_file", f"{path} cannot be read ({reason})") from None
             if not token:
                 raise InvalidArgumentError.for_field(where, "needs token, token_env or token_file")
             identity = Identity(str(item.get("tenant", LOCAL_TENANT)), str(item.get("user", LOCAL_USER)), str(item.get("role", "user")))

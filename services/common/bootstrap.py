@@ -15,11 +15,12 @@ open streams finish.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import grpc
@@ -31,7 +32,7 @@ from services.common import event_loops, telemetry
 from services.common import logging as structured_logging
 from services.common.auth import TokenAuthenticator
 from services.common.clients import SERVER_OPTIONS
-from services.common.errors import InvalidArgumentError
+from services.common.errors import AgentCanvasError
 from services.common.interceptors import ServerInterceptor
 from services.common.settings import SECTION_BY_SERVICE, Config
 
@@ -146,6 +147,17 @@ LISTEN_HOST_ENV = "AGENT_CANVAS_LISTEN_HOST"
 a container needs; `agent-canvas up` sets 127.0.0.1 for its children so a laptop's stack is not on the LAN."""
 
 
+@contextlib.contextmanager
+def configuration_errors(program: str) -> Iterator[None]:
+    """Around a service entry point's loading of its configuration: a bad one is one line on stderr naming
+    the key, and exit status 2, not a traceback."""
+    try:
+        yield
+    except AgentCanvasError as exc:
+        sys.stderr.write(f"{program}: {exc.message}\n")
+        raise SystemExit(2) from None
+
+
 def listen_host(explicit: str | None, env: Mapping[str, str] = os.environ) -> str:
     return explicit or env.get(LISTEN_HOST_ENV) or "0.0.0.0"
 
@@ -158,19 +170,18 @@ def run_service(definition: ServiceDefinition, config: Config, *, host: str | No
     section_name = SECTION_BY_SERVICE[definition.name]
     section = config.section(section_name)
     grace = float(section.get("shutdown_grace_s", 20))
-    try:
-        loop_factory = event_loops.loop_factory(section.get("event_loop", definition.event_loop), f"{section_name}.event_loop",
-                                                uvloop_allowed=definition.uvloop_allowed)
-    except InvalidArgumentError as exc:  # bad configuration: one clear line, no traceback
-        sys.stderr.write(f"{definition.name}: {exc.message}\n")
-        return 2
+    with configuration_errors(definition.name):  # exits 2 with one line
+        loop_factory = event_loops.loop_factory(section.get("event_loop", definition.event_loop),
+                                                f"{section_name}.event_loop", uvloop_allowed=definition.uvloop_allowed)
+        authenticator = TokenAuthenticator.from_config(config)
     telemetry.configure_tracing(definition.name, config)
     metrics_port = telemetry.start_metrics_server(int(os.environ.get("METRICS_PORT") or section.get("metrics_port", 0)))
     if metrics_port:
         logger.info("%s metrics on :%d/metrics", definition.name, metrics_port)
 
     async def main() -> int:
-        running = await start_server(definition, config, host=host, port=config.port(definition.name) if port is None else port)
+        running = await start_server(definition, config, host=host, port=config.port(definition.name) if port is None else port,
+                                     authenticator=authenticator)
         stop_requested = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

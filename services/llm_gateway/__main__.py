@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from services.common.bootstrap import run_service
-from services.common.errors import AgentCanvasError
+from services.common.bootstrap import configuration_errors, run_service
 from services.common.settings import Config
 from services.llm_gateway.app import build_definition
 
@@ -16,12 +15,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", help="YAML config file (default: $AGENT_CANVAS_CONFIG)")
     parser.add_argument("--port", type=int, help="listen port (default: config / PORT env / 50053)")
     args = parser.parse_args(argv)
-    try:
+    with configuration_errors("llm_gateway"):
         config = Config.load(args.config)
         definition = build_definition(config)
-    except AgentCanvasError as exc:  # bad configuration: one clear line, no traceback
-        sys.stderr.write(f"llm_gateway: {exc.message}\n")
-        return 2
     return run_service(definition, config, port=args.port)
 
 

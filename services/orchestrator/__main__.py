@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from services.common.bootstrap import run_service
+from services.common.bootstrap import configuration_errors, run_service
 from services.common.settings import Config
 from services.orchestrator.app import build_definition
 
@@ -15,8 +15,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", help="YAML config file (default: $AGENT_CANVAS_CONFIG)")
     parser.add_argument("--port", type=int, help="listen port (default: config / PORT)")
     args = parser.parse_args(argv)
-    config = Config.load(args.config)
-    return run_service(build_definition(config), config, port=args.port)
+    with configuration_errors("orchestrator"):
+        config = Config.load(args.config)
+        definition = build_definition(config)
+    return run_service(definition, config, port=args.port)
 
 
 if __name__ == "__main__":
