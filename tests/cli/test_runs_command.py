@@ -339,3 +339,58 @@ def test_version_names_the_package_and_the_protocol(capsys):
         main(["--version"])
     assert exited.value.code == 0
     assert capsys.readouterr().out == f"agent-canvas {metadata.version('agent-canvas')} (protocol agentcanvas.v1)\n"
+
+
+# -- a live run: tail follows it, SIGTERM stops a tail like Ctrl-C, cancel ends it --------------------------
+
+def slow_dsl() -> dict:
+    """Begin -> code (sleeps 8 s in the sandbox, below its 10 s wall limit) -> msg: a run that stays RUNNING."""
+    script = "import time\ndef main():\n    time.sleep(8)\n    return 'done'\n"
+    return {"components": {
+        "begin": node("Begin", {}, ["code"]),
+        "code": node("CodeExec", {"lang": "python3", "script": script, "arguments": {},
+                                  "outputs": {"result": {"type": "String", "value": ""}}}, ["msg"], ["begin"]),
+        "msg": node("Message", {"content": ["{code@result}"]}, [], ["code"]),
+    }}
+
+
+def test_runs_tail_follows_a_live_run_sigterm_stops_it_and_cancel_ends_it(up, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_ADDR") and not k.startswith("AGENT_CANVAS")}
+
+    def start(*argv: str, **streams) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "services.cli.main", *argv, "--remote", "--config", str(up)],
+                                cwd=ROOT, env=env, **streams)
+
+    started: list[subprocess.Popen] = []
+    try:
+        runner = start("run", str(write(tmp_path, "slow.json", slow_dsl())), "--json",
+                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        started.append(runner)
+        run_id = json.loads(runner.stdout.readline())["runId"]
+        follower = start("runs", "tail", run_id, "--json", stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        viewer = start("runs", "tail", run_id, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        started += [follower, viewer]
+        assert json.loads(follower.stdout.readline())["workflowStarted"] is not None
+        assert viewer.stderr.readline().decode().startswith(f"▶ run {run_id}")
+
+        viewer.send_signal(signal.SIGTERM)  # stops following, like Ctrl-C; the run goes on
+        assert viewer.wait(timeout=60) == 130
+        assert "Traceback" not in viewer.stderr.read().decode()
+
+        assert "RUNNING" in subprocess_cli(up, "runs", "show", run_id).stdout.decode().splitlines()[1]
+        cancelled = subprocess_cli(up, "runs", "cancel", run_id)
+        assert cancelled.returncode == 0, cancelled.stderr.decode()
+        assert cancelled.stdout.decode().split("\t")[0] == run_id
+
+        rest = follower.communicate(timeout=120)[0].decode().splitlines()
+        assert json.loads(rest[-1])["workflowFinished"]["status"] == "RUN_STATUS_CANCELLED"
+        assert follower.returncode == 1  # as `run` exits for a cancelled run
+        runner.communicate(timeout=120)
+        assert runner.returncode == 1
+        shown = json.loads(subprocess_cli(up, "runs", "show", run_id, "--json").stdout)
+        assert shown["run"]["status"] == "RUN_STATUS_CANCELLED"
+    finally:
+        for process in started:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
