@@ -13,10 +13,11 @@ from pathlib import Path
 
 import grpc
 import pytest
-from agentcanvas.v1 import canvas_store_pb2, canvas_store_pb2_grpc
+from agentcanvas.v1 import canvas_store_pb2, canvas_store_pb2_grpc, orchestrator_pb2
 from google.protobuf import field_mask_pb2
 
 from services.cli.main import main
+from services.cli.render import event_json
 from services.common.structs import to_struct
 from tests.cli.test_cli_robustness import cli, descendants, kill_tree, wait_for_line, write_config
 
@@ -189,6 +190,26 @@ def test_runs_tail_json_replays_a_finished_run_exactly_as_run_json_printed_it(up
     assert tailed.returncode == ran.returncode and tailed.stderr == ran.stderr  # the pause hint included
     later = subprocess_cli(up, "runs", "tail", run_id, "--json", "--after-seq", "2")
     assert later.stdout.splitlines() == ran.stdout.splitlines()[2:]
+
+
+def test_an_event_prints_the_same_line_however_its_maps_were_filled():
+    """The store hands back a parsed copy of what the orchestrator built: its Struct and map entries come out of
+    MessageToDict in another order, which made `runs tail --json` differ from `run --json`."""
+    keys = ["name", "type", "optional", "value", "zeta", "alpha"]
+
+    def events(order: list[str]) -> list[orchestrator_pb2.RunEvent]:
+        form = orchestrator_pb2.RunEvent(run_id="r", seq=1)
+        failed = orchestrator_pb2.RunEvent(run_id="r", seq=2)
+        for key in order:
+            form.user_inputs_required.inputs.get_or_create_struct(key).update({inner: 1 for inner in order})
+            failed.node_finished.error.metadata[key] = "x"
+            failed.node_finished.outputs[key] = {inner: [inner] for inner in order}
+        return [form, failed]
+
+    built, parsed = events(keys), events(list(reversed(keys)))
+    assert [event_json(event) for event in built] == [event_json(event) for event in parsed]
+    shown = json.loads(event_json(built[0]))["userInputsRequired"]["inputs"]
+    assert list(shown) == sorted(keys) and list(shown["zeta"]) == sorted(keys)
 
 
 def test_runs_tail_renders_the_live_view(ac, tmp_path):
