@@ -1,0 +1,49 @@
+"""Behaviours that were wrong when litellm talked to a provider in its own wire format, one test each.
+
+Every test replays the provider's own bytes (tests.support.openai_server.Raw) and drives the gateway through
+litellm over real HTTP; the wider per-provider conformance suite lives in tests/llm_gateway/providers/."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from services.llm_gateway.core.types import (
+    ChatRequest, ErrorKind, FinishEvent, FinishReason, Message, TextEvent, ThinkDeltaEvent, ThinkEndEvent,
+)
+from tests.llm_gateway.conftest import collect
+from tests.support.openai_server import Raw
+
+
+def sse(events: list[dict]) -> list[bytes]:
+    return [b"data: " + json.dumps(e).encode() + b"\r\n\r\n" for e in events]
+
+
+def text_of(events) -> str:
+    return "".join(e.text for e in events if isinstance(e, TextEvent))
+
+
+# Gemini streamGenerateContent?alt=sse (ai.google.dev/api/generate-content#method:-models.streamgeneratecontent):
+# each event is a GenerateContentResponse; the last candidate carries finishReason.
+GEMINI_STREAM = [
+    {"candidates": [{"content": {"parts": [{"text": "Hello"}], "role": "model"}, "index": 0}],
+     "usageMetadata": {"promptTokenCount": 5, "totalTokenCount": 5}, "modelVersion": "gemini-2.5-flash"},
+    {"candidates": [{"content": {"parts": [{"text": " world"}], "role": "model"}, "finishReason": "STOP", "index": 0}],
+     "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 2, "totalTokenCount": 7},
+     "modelVersion": "gemini-2.5-flash"},
+]
+
+
+@pytest.fixture
+def gemini(make_gateway, scripted):
+    return make_gateway({"g": {"model": "gemini/gemini-2.5-flash", "api_base": scripted.root_url + "/v1beta",
+                               "api_key": "k-test"}})
+
+
+async def test_gemini_stream_ending_in_stop_finishes_stop(gemini, scripted):
+    scripted.queue(Raw(headers={"Content-Type": "text/event-stream"}, frames=sse(GEMINI_STREAM)))
+    events = await collect(gemini, ChatRequest(model="g", messages=[Message("user", "hi")]))
+    assert text_of(events) == "Hello world"
+    assert events[-1] == FinishEvent(FinishReason.STOP, "gemini/gemini-2.5-flash")
+    assert ":streamGenerateContent?alt=sse" in scripted.requests[0].path
