@@ -47,3 +47,43 @@ async def test_gemini_stream_ending_in_stop_finishes_stop(gemini, scripted):
     assert text_of(events) == "Hello world"
     assert events[-1] == FinishEvent(FinishReason.STOP, "gemini/gemini-2.5-flash")
     assert ":streamGenerateContent?alt=sse" in scripted.requests[0].path
+
+
+# OpenAI-compatible chat.completion.chunk SSE with DeepSeek/vLLM's `reasoning_content` delta field
+# (api-docs.deepseek.com/guides/reasoning_model, docs.vllm.ai/en/latest/features/reasoning_outputs.html).
+def chunk(delta: dict, finish: str | None = None) -> dict:
+    return {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+def openai_sse(*chunks: dict) -> Raw:
+    return Raw(headers={"Content-Type": "text/event-stream"}, frames=sse(list(chunks)) + [b"data: [DONE]\n\n"])
+
+
+TOOL_DELTA = {"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                              "function": {"name": "lookup", "arguments": "{}"}}]}
+
+
+@pytest.fixture
+def compat(make_gateway, scripted):
+    return make_gateway({"m": {"model": "openai/my-model", "api_base": scripted.base_url, "api_key": "k-test"}})
+
+
+def think_ends(events) -> list[bool]:
+    return [e.truncated for e in events if isinstance(e, ThinkEndEvent)]
+
+
+@pytest.mark.parametrize(("tail", "truncated", "reason"), [
+    ([chunk(TOOL_DELTA), chunk({}, "tool_calls")], False, FinishReason.TOOL_CALLS),
+    ([chunk({}, "stop")], False, FinishReason.STOP),
+    ([chunk({}, "length")], True, FinishReason.LENGTH),
+], ids=["tool_call", "stop", "length"])
+async def test_think_end_is_truncated_only_when_the_stream_ended_inside_reasoning(compat, scripted, tail, truncated, reason):
+    from services.llm_gateway.core.types import ToolSpec
+
+    scripted.queue(openai_sse(chunk({"role": "assistant", "reasoning_content": "Check the tool."}), *tail))
+    events = await collect(compat, ChatRequest(model="m", messages=[Message("user", "hi")],
+                                               tools=[ToolSpec("lookup", "look up", {"type": "object"})]))
+    assert "".join(e.text for e in events if isinstance(e, ThinkDeltaEvent)) == "Check the tool."
+    assert think_ends(events) == [truncated]
+    assert events[-1].reason == reason

@@ -444,7 +444,9 @@ class LlmGateway:
                 finish_reason = chunk.finish_reason
             if chunk.usage is not None:
                 usage = chunk.usage  # cumulative producers repeat it: the last one counts, once
-        for event in convert(splitter.finish()):
+        # Reasoning a provider sent in its own field and then ended with a finish reason (STOP, tool calls) ended
+        # normally; only a stream that ended inside it (length) is truncated.
+        for event in convert(splitter.finish(reasoning_complete=finish_reason not in (None, "length"))):
             yield event
         outcome.text = "".join(text)
         outcome.reasoning = "".join(reasoning)
