@@ -87,3 +87,22 @@ async def test_think_end_is_truncated_only_when_the_stream_ended_inside_reasonin
     assert "".join(e.text for e in events if isinstance(e, ThinkDeltaEvent)) == "Check the tool."
     assert think_ends(events) == [truncated]
     assert events[-1].reason == reason
+
+
+# Anthropic Messages API response (docs.anthropic.com/en/api/messages) whose `content` is null: litellm's own
+# transformation then fails with a TypeError, which it wraps in APIConnectionError.
+ANTHROPIC_NULL_CONTENT = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+                          "content": None, "stop_reason": "end_turn", "stop_sequence": None,
+                          "usage": {"input_tokens": 3, "output_tokens": 1}}
+
+
+async def test_a_python_error_inside_litellm_is_internal_and_not_retried(make_gateway, scripted):
+    gw = make_gateway({"c": {"model": "anthropic/claude-sonnet-4-5", "api_base": scripted.root_url, "api_key": "k-test"}})
+    for _ in range(3):
+        scripted.queue(Raw(headers={"Content-Type": "application/json"}, body=json.dumps(ANTHROPIC_NULL_CONTENT).encode()))
+    result = await gw.chat(ChatRequest(model="c", messages=[Message("user", "hi")]))
+    assert result.finish_reason == FinishReason.ERROR
+    assert result.error.kind == ErrorKind.INTERNAL and not result.error.retryable
+    assert "TypeError" in result.error.message and "not iterable" in result.error.message
+    assert "Traceback" not in result.error.message
+    assert len(scripted.requests) == 1
