@@ -106,3 +106,57 @@ async def test_a_python_error_inside_litellm_is_internal_and_not_retried(make_ga
     assert "TypeError" in result.error.message and "not iterable" in result.error.message
     assert "Traceback" not in result.error.message
     assert len(scripted.requests) == 1
+
+
+# Qwen3 behind SGLang/vLLM with a reasoning parser and chat_template_kwargs.enable_thinking=false
+# (qwen.readthedocs.io/en/latest/deployment/sglang.html, docs.vllm.ai reasoning outputs): the parser finds no
+# </think> and reports the whole answer as reasoning_content, content stays empty.
+QWEN_REASONING_ONLY = [chunk({"role": "assistant", "content": None, "reasoning_content": "The answer"}),
+                       chunk({"reasoning_content": " is 4."}), chunk({}, "stop")]
+
+
+@pytest.fixture
+def qwen(make_gateway, scripted):
+    return make_gateway({"q": {"model": "hosted_vllm/Qwen/Qwen3-8B", "api_base": scripted.base_url, "provider": "VLLM"}})
+
+
+async def test_thinking_off_reasoning_only_answer_is_promoted_and_flagged(qwen, scripted):
+    from services.llm_gateway.core.types import Thinking, ThinkingMode, ThinkStartEvent
+
+    for thinking in (Thinking(), Thinking(ThinkingMode.DISABLED)):  # Qwen3's default is off, as is asking for off
+        scripted.clear()
+        scripted.queue(openai_sse(*QWEN_REASONING_ONLY))
+        events = await collect(qwen, ChatRequest(model="q", messages=[Message("user", "2+2?")], thinking=thinking))
+        assert text_of(events) == "The answer is 4."
+        assert not [e for e in events if isinstance(e, (ThinkStartEvent, ThinkDeltaEvent, ThinkEndEvent))]
+        assert events[-1].reason == FinishReason.STOP and events[-1].reasoning_as_answer
+        assert scripted.requests[0].body["chat_template_kwargs"] == {"enable_thinking": False}
+    scripted.queue(Raw(headers={"Content-Type": "application/json"}, body=json.dumps({
+        "id": "c", "object": "chat.completion", "created": 1, "model": "Qwen/Qwen3-8B",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": None, "reasoning_content": "Four."},
+                     "finish_reason": "stop"}]}).encode()))
+    result = await qwen.chat(ChatRequest(model="q", messages=[Message("user", "2+2?")]))
+    assert (result.text, result.reasoning, result.reasoning_as_answer) == ("Four.", "", True)
+
+
+async def test_thinking_off_reasoning_followed_by_an_answer_stays_reasoning(qwen, scripted):
+    scripted.queue(openai_sse(chunk({"reasoning_content": "Hmm."}), chunk({"content": "4"}), chunk({}, "stop")))
+    events = await collect(qwen, ChatRequest(model="q", messages=[Message("user", "2+2?")]))
+    assert "".join(e.text for e in events if isinstance(e, ThinkDeltaEvent)) == "Hmm." and text_of(events) == "4"
+    assert not events[-1].reasoning_as_answer
+
+
+async def test_thinking_on_reasoning_only_stays_reasoning(qwen, scripted):
+    from services.llm_gateway.core.types import Thinking, ThinkingMode
+
+    scripted.queue(openai_sse(*QWEN_REASONING_ONLY))
+    events = await collect(qwen, ChatRequest(model="q", messages=[Message("user", "2+2?")],
+                                             thinking=Thinking(ThinkingMode.ENABLED)))
+    assert text_of(events) == "" and not events[-1].reasoning_as_answer
+    assert "".join(e.text for e in events if isinstance(e, ThinkDeltaEvent)) == "The answer is 4."
+
+
+def test_the_flag_reaches_the_wire():
+    from services.llm_gateway.server import event_pb
+
+    assert event_pb(FinishEvent(FinishReason.STOP, "m", reasoning_as_answer=True)).finish.reasoning_as_answer

@@ -58,6 +58,7 @@ class _CallOutcome:
     usage: Usage | None = None
     truncated: bool = False
     thinking_blocks: list[ThinkingBlock] = field(default_factory=list)
+    reasoning_as_answer: bool = False
 
 
 @dataclass
@@ -170,7 +171,8 @@ class LlmGateway:
             has_value = problem is None
         return ChatResult(text=answer, reasoning="".join(reasoning) if request.with_reasoning else "", tool_calls=calls,
                           structured=value, has_structured=has_value, finish_reason=finish.reason, usage=usage,
-                          model=finish.model, error=finish.error, thinking_blocks=blocks)
+                          model=finish.model, error=finish.error, thinking_blocks=blocks,
+                          reasoning_as_answer=finish.reasoning_as_answer)
 
     def _observed(self, request: ChatRequest, planned: list[_Planned], streaming: bool) -> AsyncIterator[Any]:
         route = planned[0].route
@@ -237,7 +239,9 @@ class LlmGateway:
             out.append(_Planned(route, None if route.entry.is_embedded else route.entry.api_base))
         return out
 
-    def _build_call(self, request: ChatRequest, planned: _Planned, messages: list[Message], streaming: bool) -> tuple[ProviderCall, ThinkFormat]:
+    def _build_call(self, request: ChatRequest, planned: _Planned, messages: list[Message], streaming: bool
+                    ) -> tuple[ProviderCall, ThinkFormat, bool]:
+        """The provider call, the think format, and whether thinking was requested off."""
         route = planned.route
         family = route.family
         policy = apply_policy(family, request.thinking, request.generation, route.model_name)
@@ -287,7 +291,7 @@ class LlmGateway:
         call = ProviderCall(model=route.litellm_model, messages=history.to_provider(messages, echo, echo_blocks),
                             api_base=planned.api_base, api_key=route.api_key, stream=stream, params=params,
                             timeout_s=timeout)
-        return call, think_format_for(family, mode, fmt_override)
+        return call, think_format_for(family, mode, fmt_override), policy.thinking_on is False
 
     # -- the run loop ----------------------------------------------------------------------------
     async def _run(self, request: ChatRequest, plan: list[_Planned], streaming: bool) -> AsyncIterator[Any]:
@@ -316,7 +320,7 @@ class LlmGateway:
                                    plan[route_index + 1].route.litellm_model)
                     route_index += 1
                     continue
-            call, fmt = self._build_call(request, planned, messages, streaming)
+            call, fmt, thinking_off = self._build_call(request, planned, messages, streaming)
             # Text that may still turn out to be JSON (structured output, text-mode tool calls) is held back.
             buffer_text = request.structured is not None or (bool(request.tools) and not planned.route.native_tools)
             attempt = 1
@@ -324,7 +328,7 @@ class LlmGateway:
             while outcome is None:
                 try:
                     outcome = _CallOutcome()
-                    async for event in self._one_call(call, fmt, request, outcome, state, buffer_text):
+                    async for event in self._one_call(call, fmt, request, outcome, state, buffer_text, thinking_off):
                         yield event
                 except ProviderError as error:
                     outcome = None
@@ -397,11 +401,14 @@ class LlmGateway:
             reason = _FINISH.get(outcome.finish_reason or "stop", FinishReason.STOP)
             if reason == FinishReason.TOOL_CALLS:  # the provider said tool_calls but sent none that could be read
                 reason = FinishReason.STOP
-            yield FinishEvent(reason, call.model)
+            yield FinishEvent(reason, call.model, reasoning_as_answer=outcome.reasoning_as_answer)
             return
 
     async def _one_call(self, call: ProviderCall, fmt: ThinkFormat, request: ChatRequest, outcome: _CallOutcome,
-                        state: _StreamState, buffer_text: bool) -> AsyncIterator[Any]:
+                        state: _StreamState, buffer_text: bool, thinking_off: bool = False) -> AsyncIterator[Any]:
+        """One provider call through the splitter. With thinking requested off, reasoning is held back until an
+        answer or a tool call shows it was reasoning after all: some servers (Qwen3 on SGLang or vLLM with
+        enable_thinking false) send the whole answer in the reasoning channel, and then it is the answer."""
         splitter = think.ThinkSplitter(fmt, with_reasoning=True)
         assembler = tools.ToolCallAssembler()
         block_assembler = thinking_blocks.ThinkingBlockAssembler()
@@ -410,6 +417,7 @@ class LlmGateway:
         with_reasoning = request.with_reasoning
         usage = None
         finish_reason = None
+        held: list[str] | None = [] if thinking_off else None
 
         def convert(events: list[think.Event]) -> list[Any]:
             out: list[Any] = []
@@ -430,9 +438,16 @@ class LlmGateway:
             return out
 
         async for chunk in self.provider.stream(call):
-            if chunk.reasoning:
-                for event in convert(splitter.feed_reasoning(chunk.reasoning)):
+            if held is not None and (chunk.tool_calls or (chunk.content and not chunk.content.isspace())):
+                pending, held = "".join(held), None  # an answer follows: what was held is reasoning
+                for event in convert(splitter.feed_reasoning(pending)):
                     yield event
+            if chunk.reasoning:
+                if held is not None:
+                    held.append(chunk.reasoning)
+                else:
+                    for event in convert(splitter.feed_reasoning(chunk.reasoning)):
+                        yield event
             if chunk.content:
                 for event in convert(splitter.feed_content(chunk.content)):
                     yield event
@@ -444,6 +459,11 @@ class LlmGateway:
                 finish_reason = chunk.finish_reason
             if chunk.usage is not None:
                 usage = chunk.usage  # cumulative producers repeat it: the last one counts, once
+        if held:  # still held: no answer text and no tool call came
+            pending = "".join(held)
+            outcome.reasoning_as_answer = bool(pending.strip())
+            for event in convert(splitter.feed_content(pending)):
+                yield event
         # Reasoning a provider sent in its own field and then ended with a finish reason (STOP, tool calls) ended
         # normally; only a stream that ended inside it (length) is truncated.
         for event in convert(splitter.finish(reasoning_complete=finish_reason not in (None, "length"))):
