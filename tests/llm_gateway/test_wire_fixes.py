@@ -160,3 +160,42 @@ def test_the_flag_reaches_the_wire():
     from services.llm_gateway.server import event_pb
 
     assert event_pb(FinishEvent(FinishReason.STOP, "m", reasoning_as_answer=True)).finish.reasoning_as_answer
+
+
+# MiniMax's OpenAI-compatible chat completions (platform.minimax.io/docs/api-reference/text-openai-api): the
+# model's chat-template sentinels (`]~b]`, `[e~[`, `]<]…[>[`) leak into content, split across deltas.
+MINIMAX_DELTAS = ["Hello ]<]mini", "max[>[from Mini", "Max]~", "b]ai.[e", "~["]
+
+
+@pytest.fixture
+def minimax(make_gateway, scripted):
+    return make_gateway({"mm": {"model": "minimax/MiniMax-M2", "api_base": scripted.base_url, "api_key": "k-test"}})
+
+
+async def test_minimax_control_markers_are_stripped_when_streaming(minimax, scripted):
+    scripted.queue(openai_sse(*[chunk({"content": d}) for d in MINIMAX_DELTAS], chunk({}, "stop")))
+    events = await collect(minimax, ChatRequest(model="mm", messages=[Message("user", "hi")]))
+    assert text_of(events) == "Hello from MiniMaxai."
+    assert scripted.requests[0].path.endswith("/chat/completions")
+
+
+async def test_minimax_control_markers_are_stripped_when_streaming_with_tools(minimax, scripted):
+    from services.llm_gateway.core.types import ToolCallEvent, ToolSpec
+
+    call = {"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                            "function": {"name": "lookup", "arguments": '{"q": "MiniMax]<]minimax[>["}'}}]}
+    deltas = [*MINIMAX_DELTAS[:3], "b]"]
+    scripted.queue(openai_sse(*[chunk({"content": d}) for d in deltas], chunk(call), chunk({}, "tool_calls")))
+    events = await collect(minimax, ChatRequest(model="mm", messages=[Message("user", "hi")],
+                                                tools=[ToolSpec("lookup", "look up", {"type": "object"})]))
+    assert text_of(events) == "Hello from MiniMax"
+    assert [e.call.arguments_json for e in events if isinstance(e, ToolCallEvent)] == ['{"q": "MiniMax"}']
+
+
+async def test_minimax_control_markers_are_stripped_in_chat(minimax, scripted):
+    scripted.queue(Raw(headers={"Content-Type": "application/json"}, body=json.dumps({
+        "id": "c", "object": "chat.completion", "created": 1, "model": "MiniMax-M2",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(MINIMAX_DELTAS)},
+                     "finish_reason": "stop"}]}).encode()))
+    result = await minimax.chat(ChatRequest(model="mm", messages=[Message("user", "hi")]))
+    assert result.text == "Hello from MiniMaxai."

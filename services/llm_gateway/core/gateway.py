@@ -17,12 +17,13 @@ import json
 import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from services.common import context as request_context
 from services.common.errors import FailedPreconditionError, InvalidArgumentError, UnavailableError, ViolationCollector
 from services.llm_gateway.core import context, history, observe, structured, think, thinking_blocks, tools
+from services.llm_gateway.core.markers import MarkerFilter, MarkerSet
 from services.llm_gateway.core.policy import apply as apply_policy
 from services.llm_gateway.core.policy import effective_mode, think_format_for
 from services.llm_gateway.core.ports import EmbeddedModel, Provider
@@ -59,6 +60,15 @@ class _CallOutcome:
     truncated: bool = False
     thinking_blocks: list[ThinkingBlock] = field(default_factory=list)
     reasoning_as_answer: bool = False
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """How one call's output is read: think format, thinking requested off, the family's control tokens."""
+
+    fmt: ThinkFormat
+    thinking_off: bool = False
+    markers: MarkerSet | None = None
 
 
 @dataclass
@@ -240,8 +250,7 @@ class LlmGateway:
         return out
 
     def _build_call(self, request: ChatRequest, planned: _Planned, messages: list[Message], streaming: bool
-                    ) -> tuple[ProviderCall, ThinkFormat, bool]:
-        """The provider call, the think format, and whether thinking was requested off."""
+                    ) -> tuple[ProviderCall, _Reading]:
         route = planned.route
         family = route.family
         policy = apply_policy(family, request.thinking, request.generation, route.model_name)
@@ -291,7 +300,7 @@ class LlmGateway:
         call = ProviderCall(model=route.litellm_model, messages=history.to_provider(messages, echo, echo_blocks),
                             api_base=planned.api_base, api_key=route.api_key, stream=stream, params=params,
                             timeout_s=timeout)
-        return call, think_format_for(family, mode, fmt_override), policy.thinking_on is False
+        return call, _Reading(think_format_for(family, mode, fmt_override), policy.thinking_on is False, family.markers)
 
     # -- the run loop ----------------------------------------------------------------------------
     async def _run(self, request: ChatRequest, plan: list[_Planned], streaming: bool) -> AsyncIterator[Any]:
@@ -320,7 +329,7 @@ class LlmGateway:
                                    plan[route_index + 1].route.litellm_model)
                     route_index += 1
                     continue
-            call, fmt, thinking_off = self._build_call(request, planned, messages, streaming)
+            call, reading = self._build_call(request, planned, messages, streaming)
             # Text that may still turn out to be JSON (structured output, text-mode tool calls) is held back.
             buffer_text = request.structured is not None or (bool(request.tools) and not planned.route.native_tools)
             attempt = 1
@@ -328,7 +337,7 @@ class LlmGateway:
             while outcome is None:
                 try:
                     outcome = _CallOutcome()
-                    async for event in self._one_call(call, fmt, request, outcome, state, buffer_text, thinking_off):
+                    async for event in self._one_call(call, reading, request, outcome, state, buffer_text):
                         yield event
                 except ProviderError as error:
                     outcome = None
@@ -404,12 +413,12 @@ class LlmGateway:
             yield FinishEvent(reason, call.model, reasoning_as_answer=outcome.reasoning_as_answer)
             return
 
-    async def _one_call(self, call: ProviderCall, fmt: ThinkFormat, request: ChatRequest, outcome: _CallOutcome,
-                        state: _StreamState, buffer_text: bool, thinking_off: bool = False) -> AsyncIterator[Any]:
+    async def _one_call(self, call: ProviderCall, reading: _Reading, request: ChatRequest, outcome: _CallOutcome,
+                        state: _StreamState, buffer_text: bool) -> AsyncIterator[Any]:
         """One provider call through the splitter. With thinking requested off, reasoning is held back until an
         answer or a tool call shows it was reasoning after all: some servers (Qwen3 on SGLang or vLLM with
         enable_thinking false) send the whole answer in the reasoning channel, and then it is the answer."""
-        splitter = think.ThinkSplitter(fmt, with_reasoning=True)
+        splitter = think.ThinkSplitter(reading.fmt, with_reasoning=True)
         assembler = tools.ToolCallAssembler()
         block_assembler = thinking_blocks.ThinkingBlockAssembler()
         text: list[str] = []
@@ -417,7 +426,10 @@ class LlmGateway:
         with_reasoning = request.with_reasoning
         usage = None
         finish_reason = None
-        held: list[str] | None = [] if thinking_off else None
+        held: list[str] | None = [] if reading.thinking_off else None
+        # the family's leaked control tokens, removed before anything else reads the text
+        content_filter = MarkerFilter(reading.markers) if reading.markers else None
+        reasoning_filter = MarkerFilter(reading.markers) if reading.markers else None
 
         def convert(events: list[think.Event]) -> list[Any]:
             out: list[Any] = []
@@ -438,6 +450,8 @@ class LlmGateway:
             return out
 
         async for chunk in self.provider.stream(call):
+            if content_filter is not None and reasoning_filter is not None:
+                chunk = replace(chunk, content=content_filter.feed(chunk.content), reasoning=reasoning_filter.feed(chunk.reasoning))
             if held is not None and (chunk.tool_calls or (chunk.content and not chunk.content.isspace())):
                 pending, held = "".join(held), None  # an answer follows: what was held is reasoning
                 for event in convert(splitter.feed_reasoning(pending)):
@@ -459,6 +473,16 @@ class LlmGateway:
                 finish_reason = chunk.finish_reason
             if chunk.usage is not None:
                 usage = chunk.usage  # cumulative producers repeat it: the last one counts, once
+        if content_filter is not None and reasoning_filter is not None:
+            if rest := reasoning_filter.finish():
+                if held is not None:
+                    held.append(rest)
+                else:
+                    for event in convert(splitter.feed_reasoning(rest)):
+                        yield event
+            if rest := content_filter.finish():
+                for event in convert(splitter.feed_content(rest)):
+                    yield event
         if held:  # still held: no answer text and no tool call came
             pending = "".join(held)
             outcome.reasoning_as_answer = bool(pending.strip())
@@ -471,6 +495,8 @@ class LlmGateway:
         outcome.text = "".join(text)
         outcome.reasoning = "".join(reasoning)
         outcome.tool_calls = assembler.calls()
+        if content_filter is not None:
+            outcome.tool_calls = [ToolCall(c.id, c.name, content_filter.clean(c.arguments_json)) for c in outcome.tool_calls]
         outcome.finish_reason = finish_reason
         outcome.usage = usage
         outcome.truncated = splitter.reasoning_truncated

@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from services.llm_gateway.core.markers import MINIMAX, MarkerSet
 from services.llm_gateway.core.think import AUTO, FIELD, TAG, ThinkFormat
 from services.llm_gateway.core.types import Generation, Thinking, ThinkingMode
 
@@ -59,6 +60,8 @@ class Family:
     stream_only_when_thinking: bool = False
     min_budget: int = 0
     context_window: int = 0
+    markers: MarkerSet | None = None
+    """Control tokens the models leak into text; removed from answers, reasoning and tool arguments."""
 
 
 IMPLICIT = ThinkFormat(mode=TAG, implicit_open=True)
@@ -96,6 +99,10 @@ FAMILIES: tuple[Family, ...] = (
            fixed_pattern=r"kimi-k2\.[56]"),
     Family("glm", frozenset({"ZHIPU-AI"}), r"glm", style="type_toggle"),
     Family("hunyuan", frozenset({"Tencent Hunyuan"}), r"", drop_always=("presence_penalty", "frequency_penalty")),
+    # MiniMax M1/M2 always reason (no switch), inline in <think> tags on the OpenAI-compatible API; also when
+    # served elsewhere (OpenRouter, vLLM), hence the name pattern.
+    Family("minimax", frozenset({"MiniMax"}), r"", style="none", markers=MINIMAX),
+    Family("minimax-hosted", frozenset(), r"minimax", style="none", markers=MINIMAX),
     Family("vllm", frozenset({"VLLM"}), r"", style="effort"),
     Family("smollm2", frozenset({"Embedded"}), r"", style="none", native_tools=False, native_response_format=False,
            context_window=2048),
