@@ -199,3 +199,42 @@ async def test_minimax_control_markers_are_stripped_in_chat(minimax, scripted):
                      "finish_reason": "stop"}]}).encode()))
     result = await minimax.chat(ChatRequest(model="mm", messages=[Message("user", "hi")]))
     assert result.text == "Hello from MiniMaxai."
+
+
+# Reasoning echo (api-docs.deepseek.com/guides/thinking_mode#tool-calls: in thinking mode with tools, each
+# assistant tool-call turn goes back with its reasoning_content). RAGFlow's stored history carries that
+# reasoning inline, as a <think> block in the content.
+def inline_history() -> list[Message]:
+    from services.llm_gateway.core.types import ToolCall
+
+    return [Message("user", "Weather in Paris?"),
+            Message("assistant", "<think>Need the weather tool.</think>Checking.",
+                    tool_calls=[ToolCall("call_1", "get_weather", '{"city": "Paris"}')]),
+            Message("tool", "sunny", tool_call_id="call_1", name="get_weather")]
+
+
+def assistant_turn(body: dict) -> dict:
+    return next(m for m in body["messages"] if m["role"] == "assistant")
+
+
+@pytest.mark.parametrize(("model", "entry", "reasoning", "content"), [
+    ("deepseek-chat", {"model": "deepseek/deepseek-chat", "provider": "DeepSeek"}, "Need the weather tool.", "Checking."),
+    ("kimi-k2-thinking", {"model": "moonshot/kimi-k2-thinking", "provider": "Moonshot"}, "Need the weather tool.", "Checking."),
+    ("glm-4.6", {"model": "openai/glm-4.6", "provider": "ZHIPU-AI"}, "Need the weather tool.", "Checking."),
+    ("minimax-m2", {"model": "minimax/MiniMax-M2"}, None, "<think>Need the weather tool.</think>\nChecking."),
+    ("gpt-4o", {"model": "openai/gpt-4o", "provider": "OpenAI"}, None, "Checking."),
+    ("qwen3", {"model": "hosted_vllm/Qwen/Qwen3-8B", "provider": "VLLM"}, None, "Checking."),
+])
+async def test_inline_reasoning_of_a_tool_call_turn_is_echoed_where_required_and_dropped_elsewhere(
+        make_gateway, scripted, model, entry, reasoning, content):
+    from services.llm_gateway.core.types import Thinking, ThinkingMode, ToolSpec
+
+    gw = make_gateway({model: {**entry, "api_base": scripted.base_url, "api_key": "k-test"}})
+    scripted.queue(openai_sse(chunk({"content": "Sunny."}), chunk({}, "stop")))
+    events = await collect(gw, ChatRequest(model=model, messages=inline_history(), thinking=Thinking(ThinkingMode.ENABLED),
+                                           tools=[ToolSpec("get_weather", "weather", {"type": "object"})]))
+    assert events[-1].reason == FinishReason.STOP, events[-1]
+    turn = assistant_turn(scripted.requests[0].body)
+    assert turn.get("reasoning_content") == reasoning
+    assert turn["content"] == content
+    assert turn["tool_calls"][0]["id"] == "call_1"

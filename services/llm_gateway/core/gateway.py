@@ -282,6 +282,7 @@ class LlmGateway:
             messages = context.fit(messages, max(route.context_window - reserve, 64), family.tokenizer, request.tools)
         with_tools = bool(request.tools) or any(m.tool_calls for m in messages)
         echo = family.echo_reasoning_with_tools and with_tools
+        echo_inline = family.echo_reasoning_inline and with_tools
         echo_blocks = family.echo_thinking_blocks_with_tools and with_tools
         if policy.extra_body:
             params["extra_body"] = policy.extra_body
@@ -297,7 +298,7 @@ class LlmGateway:
         remaining = request_context.remaining_time()  # the caller's gRPC deadline, propagated
         if remaining is not None:
             timeout = max(min(timeout, remaining), 0.001)
-        call = ProviderCall(model=route.litellm_model, messages=history.to_provider(messages, echo, echo_blocks),
+        call = ProviderCall(model=route.litellm_model, messages=history.to_provider(messages, echo, echo_blocks, echo_inline),
                             api_base=planned.api_base, api_key=route.api_key, stream=stream, params=params,
                             timeout_s=timeout)
         return call, _Reading(think_format_for(family, mode, fmt_override), policy.thinking_on is False, family.markers)
