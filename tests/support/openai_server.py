@@ -151,6 +151,8 @@ class ScriptedOpenAIServer:
         self.connections = 0
         """TCP connections accepted (keep-alive reuse shows as fewer connections than requests)."""
         self._queue: deque[Response] = deque()
+        self.fixed: dict[str, Raw] = {}
+        """path prefix -> a Raw answered every time, outside the queue (e.g. an OAuth token endpoint)."""
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
@@ -242,6 +244,10 @@ class ScriptedOpenAIServer:
             body = json.loads(raw or b"{}")
         except json.JSONDecodeError:
             body = {"_raw": raw.decode("utf-8", "replace")}
+        fixed = next((raw for prefix, raw in self.fixed.items() if handler.path.startswith(prefix)), None)
+        if fixed is not None:
+            self._send_raw(handler, fixed)
+            return
         with self._lock:
             self.requests.append(RecordedRequest("POST", handler.path, dict(handler.headers.items()), body))
         response = self._next(body)
