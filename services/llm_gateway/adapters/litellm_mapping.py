@@ -128,9 +128,10 @@ def not_utf8(chunk: ProviderChunk) -> bool:
     return False
 
 
-PROGRAMMING_ERRORS = (TypeError, ValueError, AttributeError, KeyError, IndexError)
-"""Python errors raised inside litellm's own code (a keyword it does not take, a field it cannot read). litellm
-wraps unknown exceptions in APIConnectionError, but no retry can fix them: they are INTERNAL."""
+PROGRAMMING_ERRORS = (TypeError, ValueError, AttributeError, KeyError, IndexError, ImportError)
+"""Python errors raised inside litellm's own code (a keyword it does not take, a field it cannot read, a provider
+module it cannot import). litellm wraps unknown exceptions in APIConnectionError, but no retry can fix them: they
+are INTERNAL."""
 _PROVIDER_BYTES = (json.JSONDecodeError, UnicodeError)
 """ValueErrors that describe what the provider sent (not JSON, not UTF-8), not a bug: left to the other rules."""
 
