@@ -97,6 +97,8 @@ class Profile:
     """Inline <think> in content becomes think events (False: the family reads reasoning only from its field)."""
     tool_ids = True
     """The provider sends call ids (Gemini and Ollama do not: litellm makes them up)."""
+    auth_status = 401
+    """The status the provider answers bad credentials with."""
     echoes = False
     """The family gets a tool-call turn's reasoning back (field, inline or signed blocks); others get none."""
     signs_reasoning = False
@@ -337,7 +339,7 @@ async def case_http_400(p: Profile, env: Env) -> None:
 
 @case
 async def case_http_401(p: Profile, env: Env) -> None:
-    await _error(p, env, 401, ErrorKind.AUTH)
+    await _error(p, env, p.auth_status, ErrorKind.AUTH)
 
 
 @case
