@@ -180,6 +180,8 @@ def apply(family: Family, thinking: Thinking, generation: Generation, model_name
     if style in ("qwen_toggle", "qwen_template") and on is not None:
         if style == "qwen_toggle":
             result.extra_body["enable_thinking"] = on
+            if on and mode == ThinkingMode.BUDGET:  # DashScope's reasoning budget (deep-thinking docs)
+                result.extra_body["thinking_budget"] = thinking.budget_tokens
         else:
             result.extra_body["chat_template_kwargs"] = {"enable_thinking": on}
     elif style == "type_toggle" and on is not None:
