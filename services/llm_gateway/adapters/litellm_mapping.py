@@ -55,7 +55,8 @@ def to_usage(raw: Any) -> Usage | None:
     return Usage(prompt_tokens=_count(_field(raw, "prompt_tokens")),
                  completion_tokens=_count(_field(raw, "completion_tokens")),
                  reasoning_tokens=_count(_field(details, "reasoning_tokens")) if details else 0,
-                 cached_tokens=_count(_field(prompt_details, "cached_tokens")) if prompt_details else 0)
+                 # OpenAI's prompt_tokens_details; Moonshot puts cached_tokens at the top level
+                 cached_tokens=_count(_field(prompt_details, "cached_tokens") if prompt_details else _field(raw, "cached_tokens")))
 
 
 def _text(value: Any) -> str | None:
