@@ -69,6 +69,8 @@ class _Reading:
     fmt: ThinkFormat
     thinking_off: bool = False
     markers: MarkerSet | None = None
+    signed_blocks: bool = False
+    """The family's reasoning blocks carry real signatures (Anthropic); litellm makes up others (Mistral's)."""
 
 
 @dataclass
@@ -301,7 +303,8 @@ class LlmGateway:
         call = ProviderCall(model=route.litellm_model, messages=history.to_provider(messages, echo, echo_blocks, echo_inline),
                             api_base=planned.api_base, api_key=route.api_key, stream=stream, params=params,
                             timeout_s=timeout)
-        return call, _Reading(think_format_for(family, mode, fmt_override), policy.thinking_on is False, family.markers)
+        return call, _Reading(think_format_for(family, mode, fmt_override), policy.thinking_on is False, family.markers,
+                             family.echo_thinking_blocks_with_tools)
 
     # -- the run loop ----------------------------------------------------------------------------
     async def _run(self, request: ChatRequest, plan: list[_Planned], streaming: bool) -> AsyncIterator[Any]:
@@ -468,8 +471,9 @@ class LlmGateway:
                     yield event
             for delta in chunk.tool_calls:
                 assembler.feed(delta)
-            for piece in chunk.thinking_blocks:
-                block_assembler.feed(piece)
+            if reading.signed_blocks:
+                for piece in chunk.thinking_blocks:
+                    block_assembler.feed(piece)
             if chunk.finish_reason:
                 finish_reason = chunk.finish_reason
             if chunk.usage is not None:
