@@ -22,12 +22,6 @@ from services.llm_gateway.core.types import Message
 ROLES = ("system", "user", "assistant", "tool")
 
 
-def strip_think(text: str) -> str:
-    if "<" not in text:
-        return text
-    return think.split(text, None, think.ThinkFormat(mode=think.TAG)).text
-
-
 def clean(messages: list[Message]) -> list[Message]:
     out = []
     for message in messages:

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from services.llm_gateway.core.types import (
-    ChatRequest, FinishReason, Message, ThinkingBlock, ThinkingBlockEvent, ToolCall, ToolCallEvent, Usage,
+    ChatRequest, FinishReason, Message, ThinkingBlock, ThinkingBlockEvent, ToolCallEvent, Usage,
 )
 from tests.llm_gateway.providers.harness import (
     ABSENT, ON, PARALLEL, TIME, WEATHER, Profile, Tokens, Turn, conformance, pieces, sse,
