@@ -84,6 +84,21 @@ class Context:
 
     async def body(self, request: Request, *, required: bool = False) -> dict[str, Any]:
         """The JSON object of the body; an empty body is `{}` (the SDK sends none on some calls)."""
+        raw = await self.raw_body(request)
+        if not raw.strip():
+            if required:
+                raise argument("The request body must be a JSON object.")
+            return {}
+        try:
+            value = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise argument(f"The request body is not valid JSON ({type(exc).__name__}: {exc}).") from None
+        if not isinstance(value, dict):
+            raise argument("The request body must be a JSON object.")
+        return value
+
+    async def raw_body(self, request: Request) -> bytes:
+        """The body's bytes, at most `http.max_body_bytes` (413 beyond)."""
         declared = request.headers.get("content-length")
         limit = self.settings.max_body_bytes
         if declared and declared.isdigit() and int(declared) > limit:
@@ -98,18 +113,7 @@ class Context:
                 chunks.append(chunk)
         except ClientDisconnect:
             raise ApiError(RetCode.ARGUMENT_ERROR, "The client closed the connection while sending the body.") from None
-        raw = b"".join(chunks)
-        if not raw.strip():
-            if required:
-                raise argument("The request body must be a JSON object.")
-            return {}
-        try:
-            value = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise argument(f"The request body is not valid JSON ({type(exc).__name__}: {exc}).") from None
-        if not isinstance(value, dict):
-            raise argument("The request body must be a JSON object.")
-        return value
+        return b"".join(chunks)
 
 
 def _no_constant(name: str) -> Any:
