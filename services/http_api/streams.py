@@ -43,13 +43,18 @@ def sse_response(body: AsyncIterator[bytes], stream: RunStream) -> StreamingResp
 
 
 async def ragflow_events(stream: RunStream) -> AsyncIterator[bytes]:
+    """One write per group of events the orchestrator committed together."""
     sent = False
     try:
-        async for event in stream.events():
-            mapped = stream.mapper.map(event)
-            if mapped is not None:
+        async for batch in stream.batches():
+            frames = []
+            for event in batch:
+                mapped = stream.mapper.map(event)
+                if mapped is not None:
+                    frames.append(frame(mapped, seq=event.seq))
+            if frames:
                 sent = True
-                yield frame(mapped, seq=event.seq)
+                yield b"".join(frames)
     except errors.AgentCanvasError as exc:  # the orchestrator went away mid-run: say so, then end the stream
         sent = True
         yield frame({"code": int(RetCode.SERVER_ERROR), "message": from_domain(exc).message, "data": False})
@@ -61,11 +66,15 @@ async def ragflow_events(stream: RunStream) -> AsyncIterator[bytes]:
 async def openai_events(stream: RunStream, chunks: openai_compat.ChunkMapper) -> AsyncIterator[bytes]:
     ended = False
     try:
-        async for event in stream.events():
-            chunk = chunks.map(event)
-            if chunk is not None:
-                ended = ended or chunk["choices"][0]["finish_reason"] is not None
-                yield frame(chunk, seq=event.seq, space=True)
+        async for batch in stream.batches():
+            frames = []
+            for event in batch:
+                chunk = chunks.map(event)
+                if chunk is not None:
+                    ended = ended or chunk["choices"][0]["finish_reason"] is not None
+                    frames.append(frame(chunk, seq=event.seq, space=True))
+            if frames:
+                yield b"".join(frames)
     except errors.AgentCanvasError as exc:
         yield frame(chunks.chunk(0, {"content": f"**ERROR**: {from_domain(exc).message}"}, finish_reason="stop"), space=True)
         ended = True

@@ -107,19 +107,20 @@ class GrpcBackend:
     async def cancel_run(self, run_id: str) -> orchestrator_pb2.Run:
         return await self._unary(self._orchestrator.CancelRun, orchestrator_pb2.CancelRunRequest(run_id=run_id))
 
-    async def _stream(self, call) -> AsyncIterator[orchestrator_pb2.RunEvent]:
+    async def _batches(self, call) -> AsyncIterator[list[orchestrator_pb2.RunEvent]]:
         try:
-            async for event in call:
-                yield event
+            async for batch in call:
+                yield list(batch.events)
         except grpc.aio.AioRpcError as err:
             raise status.from_rpc_error(err) from None
         finally:
             # Closing our side only: the run goes on without a reader (RunCanvas's contract).
             call.cancel()
 
-    def run(self, request: orchestrator_pb2.RunCanvasRequest) -> AsyncIterator[orchestrator_pb2.RunEvent]:
-        return self._stream(self._orchestrator.RunCanvas(request, metadata=self._metadata()))
+    def run(self, request: orchestrator_pb2.RunCanvasRequest) -> AsyncIterator[list[orchestrator_pb2.RunEvent]]:
+        """The run's events grouped as the orchestrator commits them (RunCanvasBatched): one write per group."""
+        return self._batches(self._orchestrator.RunCanvasBatched(request, metadata=self._metadata()))
 
-    def events(self, run_id: str, after_seq: int) -> AsyncIterator[orchestrator_pb2.RunEvent]:
+    def events(self, run_id: str, after_seq: int) -> AsyncIterator[list[orchestrator_pb2.RunEvent]]:
         request = orchestrator_pb2.StreamRunEventsRequest(run_id=run_id, after_seq=after_seq)
-        return self._stream(self._orchestrator.StreamRunEvents(request, metadata=self._metadata()))
+        return self._batches(self._orchestrator.StreamRunEventsBatched(request, metadata=self._metadata()))

@@ -19,6 +19,7 @@ from services.common import errors
 from services.common.structs import to_struct
 from services.http_api.core.errors import ApiError, RetCode, argument, data_error, from_domain
 from services.http_api.core.events import EventMapper
+from services.common.lru import LRU
 from services.http_api.core.params import flag
 
 logger = logging.getLogger(__name__)
@@ -78,36 +79,48 @@ class CompletionRequest:
                    cancel_on_disconnect=flag(body.get("cancel_on_disconnect")), last_event_id=after, run_id=run)
 
 
+Batch = list[orchestrator_pb2.RunEvent]
+
+
 @dataclass
 class RunStream:
-    """A run's events for one request: `first` (already received) then the rest of `rest`."""
+    """A run's events for one request, in the groups the orchestrator committed them: `first` (already
+    received) then the rest of `rest`."""
 
     run_id: str
     session_id: str
     mapper: EventMapper
-    first: orchestrator_pb2.RunEvent | None
-    rest: AsyncIterator[orchestrator_pb2.RunEvent]
+    first: Batch | None
+    rest: AsyncIterator[Batch]
     reattached: bool
     backend: Any
     cancel_on_disconnect: bool = False
     finished: bool = False
 
-    async def events(self) -> AsyncIterator[orchestrator_pb2.RunEvent]:
+    async def batches(self) -> AsyncIterator[Batch]:
         try:
-            if self.first is not None:
-                yield self.first
-                if self.first.WhichOneof("event") == "workflow_finished":
-                    self.finished = True
-                    return
-            async for event in self.rest:
-                if event.WhichOneof("event") == "heartbeat":
+            pending = [self.first] if self.first else []
+            while True:
+                if pending:
+                    batch = pending.pop()
+                else:
+                    batch = await anext(self.rest, None)
+                    if batch is None:
+                        return
+                events = [event for event in batch if event.WhichOneof("event") != "heartbeat"]
+                if not events:
                     continue
-                yield event
-                if event.WhichOneof("event") == "workflow_finished":
+                yield events
+                if events[-1].WhichOneof("event") == "workflow_finished":
                     self.finished = True
                     return
         finally:
             await self.close()
+
+    async def events(self) -> AsyncIterator[orchestrator_pb2.RunEvent]:
+        async for batch in self.batches():
+            for event in batch:
+                yield event
 
     async def close(self) -> None:
         closer = getattr(self.rest, "aclose", None)
@@ -128,9 +141,22 @@ class RunStream:
             logger.info("cancel of run %s after a disconnect: %s", self.run_id, exc.reason)
 
 
+SESSION_AGENTS: LRU[str, str] = LRU(65536)
+"""session id -> its agent (canvas) id. A session never changes canvas, so a known pair skips the
+GetSession round trip before a turn; access is still checked by the orchestrator on every run, and a
+deleted session is NOT_FOUND there."""
+
+
 class Completions:
     def __init__(self, backend):
         self.backend = backend
+
+    async def _check_session(self, request: CompletionRequest) -> None:
+        known = SESSION_AGENTS.hit(request.session_id)
+        if known is None:
+            known = SESSION_AGENTS.keep(request.session_id, (await self._session(request)).canvas_id)
+        if known != request.agent_id:
+            raise ApiError(RetCode.OPERATING_ERROR, "Session does not belong to the requested agent.", data=False)
 
     async def _session(self, request: CompletionRequest):
         try:
@@ -145,21 +171,24 @@ class Completions:
 
     async def _new_session(self, request: CompletionRequest) -> str:
         """RAGFlow starts a session for a completion without one; its id rides on every event."""
-        try:
-            canvas = await self.backend.get_canvas(request.agent_id)
-        except (errors.NotFoundError, errors.InvalidArgumentError):
-            raise data_error("Agent not found.") from None
-        except errors.AgentCanvasError as exc:
-            raise from_domain(exc, denied=DENIED) from None
         revision = ""
         if request.release:
+            try:
+                canvas = await self.backend.get_canvas(request.agent_id)
+            except (errors.NotFoundError, errors.InvalidArgumentError):
+                raise data_error("Agent not found.") from None
+            except errors.AgentCanvasError as exc:
+                raise from_domain(exc, denied=DENIED) from None
             if not canvas.published_revision_id:
                 raise data_error("No available published version")
             revision = canvas.published_revision_id
         try:
             session = await self.backend.create_session(request.agent_id, revision, request.user_id)
+        except (errors.NotFoundError, errors.InvalidArgumentError):
+            raise data_error("Agent not found.") from None
         except errors.AgentCanvasError as exc:
-            raise from_domain(exc, not_found="Agent not found.", denied=DENIED) from None
+            raise from_domain(exc, denied=DENIED) from None
+        SESSION_AGENTS.keep(session.id, request.agent_id)
         return session.id
 
     async def _latest_run(self, session_id: str) -> str:
@@ -183,7 +212,7 @@ class Completions:
         if request.last_event_id is not None:
             return await self._reattach(request, forward_all)
         if request.session_id:
-            await self._session(request)
+            await self._check_session(request)
             session_id = request.session_id
             forward = False if forward_all is None else forward_all
         else:
@@ -195,7 +224,7 @@ class Completions:
         mapper = EventMapper(session_id=session_id, forward_all=forward, return_trace=request.return_trace)
         events = self.backend.run(run_request)
         first = await self._first(events, not_found="Agent not found.")
-        return RunStream(run_id=first.run_id if first else "", session_id=session_id, mapper=mapper, first=first,
+        return RunStream(run_id=first[0].run_id if first else "", session_id=session_id, mapper=mapper, first=first,
                          rest=events, reattached=False, backend=self.backend,
                          cancel_on_disconnect=request.cancel_on_disconnect)
 
@@ -205,23 +234,27 @@ class Completions:
         if not run_id:
             if not session_id:
                 raise argument("To resume a stream with `Last-Event-ID`, send its `session_id` (or `run_id`).")
-            await self._session(request)
+            await self._check_session(request)
             run_id = await self._latest_run(session_id)
         forward = (not request.session_id) if forward_all is None else forward_all
         mapper = EventMapper(session_id=session_id, forward_all=forward, return_trace=request.return_trace)
         events = self.backend.events(run_id, request.last_event_id or 0)
         first = await self._first(events, not_found=f"Run {run_id} not found.")
-        if first is not None and first.session_id and session_id and first.session_id != session_id:
+        if first and first[0].session_id and session_id and first[0].session_id != session_id:
             raise ApiError(RetCode.OPERATING_ERROR, "Session does not belong to the requested run.", data=False)
-        return RunStream(run_id=run_id, session_id=session_id or (first.session_id if first else ""), mapper=mapper,
+        return RunStream(run_id=run_id, session_id=session_id or (first[0].session_id if first else ""), mapper=mapper,
                          first=first, rest=events, reattached=True, backend=self.backend)
 
     @staticmethod
-    async def _first(events: AsyncIterator[orchestrator_pb2.RunEvent], *, not_found: str) -> orchestrator_pb2.RunEvent | None:
+    async def _first(batches: AsyncIterator[Batch], *, not_found: str) -> Batch | None:
+        """The first group of events that is not a heartbeat; failures of the start are answered as JSON."""
         try:
-            async for event in events:
-                if event.WhichOneof("event") != "heartbeat":
-                    return event
+            async for batch in batches:
+                if any(event.WhichOneof("event") != "heartbeat" for event in batch):
+                    return batch
+        except errors.NotFoundError as exc:
+            message = "Session not found!" if exc.resource_type == "session" else not_found
+            raise from_domain(exc, not_found=message, denied=DENIED) from None
         except errors.AgentCanvasError as exc:
             raise from_domain(exc, not_found=not_found, denied=DENIED) from None
         return None

@@ -45,6 +45,12 @@ def begin_params(dsl: Mapping[str, Any]) -> dict[str, Any]:
     return dict(params) if isinstance(params, Mapping) else {}
 
 
+async def _flatten(batches):
+    async for batch in batches:
+        for event in batch:
+            yield event
+
+
 class Webhooks:
     def __init__(self, backend):
         self.backend = backend
@@ -74,7 +80,7 @@ class Webhooks:
         trace: list[dict[str, Any]] = []
         content: list[str] = []
         try:
-            async for event in events:
+            async for event in _flatten(events):
                 kind = event.WhichOneof("event")
                 if kind == "heartbeat":
                     continue

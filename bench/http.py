@@ -1,0 +1,207 @@
+"""The HTTP facade (RAGFlow's API) against RunCanvas over gRPC, on the same stored canvas, side by side.
+
+    python -m bench.http [--runs 300] [--concurrency 1,16]
+
+Starts the store (SQLite), the gateway, the orchestrator and the HTTP facade as processes, with a
+scripted OpenAI-compatible model in its own process that answers at once. Every run is one turn of a
+fresh session (made beforehand, not timed) of the same canvas (Begin -> Agent -> Message), started
+either with RunCanvas or with POST /api/v1/agents/chat/completions (stream: true, httpx). The two
+sides alternate phase by phase, so a noisy neighbour hits both. One JSON line per figure:
+
+    {"bench":"http","metric":"runs_per_s","concurrency":C,"grpc":…,"http":…,"ratio":…,"goal":0.8}
+    {"bench":"http","metric":"ttfb_ms","concurrency":C,"grpc_p50":…,"http_p50":…,"added_p50":…,"goal":3.0, ...}
+    {"bench":"http","metric":"first_delta_ms","concurrency":C,"grpc_p50":…,"http_p50":…,"added_p50":…}
+    {"bench":"http","metric":"cpu_ms_per_run","concurrency":C,"side":"grpc"|"http", per process…}
+
+TTFB: gRPC, the first RunEvent received; HTTP, the first byte of the response (the facade answers once
+the run's first event is there, so the difference is what the facade adds). first_delta: the first
+answer text (a MessageDelta / a `message` event).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+import httpx
+import yaml
+from agentcanvas.v1 import canvas_store_pb2, canvas_store_pb2_grpc, orchestrator_pb2, orchestrator_pb2_grpc
+
+from bench.e2e import DSL, ROOT, SERVICE_TOKEN, TOKEN, _free_port, _pct
+from bench.procstat import cpu_seconds
+from services.common.health import wait_until_http_ready, wait_until_serving
+from services.common.structs import to_struct
+
+AUTH = [("authorization", f"Bearer {TOKEN}")]
+TTFB_GOAL_MS = 3.0
+RATIO_GOAL = 0.8
+
+
+async def _grpc_run(stub, canvas_id: str, session_id: str) -> tuple[float, float, bool]:
+    started = time.perf_counter()
+    first = delta = None
+    ok = False
+    request = orchestrator_pb2.RunCanvasRequest(canvas_id=canvas_id, session_id=session_id, query="question")
+    async for event in stub.RunCanvas(request, metadata=AUTH, timeout=120):
+        now = (time.perf_counter() - started) * 1000
+        first = now if first is None else first
+        kind = event.WhichOneof("event")
+        if kind == "message_delta" and delta is None:
+            delta = now
+        if kind == "workflow_finished":
+            ok = event.workflow_finished.status == 4
+    return first or 0.0, delta or 0.0, ok
+
+
+async def _http_run(client: httpx.AsyncClient, canvas_id: str, session_id: str) -> tuple[float, float, bool]:
+    started = time.perf_counter()
+    first = delta = None
+    ok = False
+    body = {"agent_id": canvas_id, "session_id": session_id, "query": "question", "stream": True}
+    async with client.stream("POST", "/api/v1/agents/chat/completions", json=body) as response:
+        buffer = b""
+        async for chunk in response.aiter_raw():
+            now = (time.perf_counter() - started) * 1000
+            first = now if first is None else first
+            buffer += chunk
+            if delta is None and b'"event":"message"' in buffer:
+                delta = now
+        ok = response.status_code == 200 and b'"status":"succeeded"' in buffer and buffer.endswith(b"data:[DONE]\n\n")
+    return first or 0.0, delta or 0.0, ok
+
+
+async def _phase(side: str, runner, sessions: list[str], concurrency: int) -> dict[str, Any]:
+    queue = list(sessions)
+    results: list[tuple[float, float, bool]] = []
+
+    async def worker() -> None:
+        while queue:
+            results.append(await runner(queue.pop()))
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    wall = time.perf_counter() - started
+    return {"runs_per_s": round(len(sessions) / wall, 1), "failures": sum(1 for r in results if not r[2]),
+            "ttfb": [r[0] for r in results], "first_delta": [r[1] for r in results]}
+
+
+async def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.http")
+    parser.add_argument("--runs", type=int, default=300)
+    parser.add_argument("--concurrency", default="1,16")
+    args = parser.parse_args(argv)
+    levels = [int(c) for c in args.concurrency.split(",")]
+    tmp = Path(tempfile.mkdtemp(prefix="bench-http-"))
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'gen' / 'python'}", "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
+    model = subprocess.Popen([sys.executable, "-m", "bench.e2e", "--serve-model"], env=env, cwd=ROOT,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    model_url = model.stdout.readline().strip()
+    names = ("canvas_store", "llm_gateway", "orchestrator", "sandbox", "http_api")
+    ports = {name: _free_port() for name in names}
+    config = {
+        "data_dir": str(tmp),
+        "auth": {"embedded": False, "tokens": [{"token": TOKEN, "tenant": "bench", "user": "bench"},
+                                               {"token": SERVICE_TOKEN, "tenant": "ops", "user": "orchestrator",
+                                                "role": "service"}]},
+        "addresses": {name: f"127.0.0.1:{port}" for name, port in ports.items()},
+        "log": {"level": "WARNING"},
+        "store": {"database_url": f"sqlite:///{tmp / 'store.db'}", "seed_templates": False},
+        "gateway": {"embedded": {"enabled": False},
+                    "models": {"": {"model": "openai/bench", "api_base": model_url, "api_key": "sk"}}},
+        "orchestrator": {"service_token": SERVICE_TOKEN},
+    }
+    path = tmp / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    processes = {name: subprocess.Popen([sys.executable, "-m", f"services.{name}", "--config", str(path)], env=env, cwd=ROOT,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+                 for name in ("canvas_store", "llm_gateway", "orchestrator", "http_api")}
+    try:
+        for name in ("canvas_store", "llm_gateway", "orchestrator"):
+            await wait_until_serving(config["addresses"][name], timeout=120)
+        await wait_until_http_ready(config["addresses"]["http_api"], timeout=120)
+        store_channel = grpc.aio.insecure_channel(config["addresses"]["canvas_store"])
+        store = canvas_store_pb2_grpc.CanvasStoreStub(store_channel)
+        canvas = await store.CreateCanvas(canvas_store_pb2.CreateCanvasRequest(
+            canvas=canvas_store_pb2.Canvas(title="bench http", dsl=to_struct(DSL))), metadata=AUTH)
+
+        async def sessions(count: int) -> list[str]:
+            made = []
+            for _ in range(count):
+                session = await store.CreateSession(canvas_store_pb2.CreateSessionRequest(canvas_id=canvas.id), metadata=AUTH)
+                made.append(session.id)
+            return made
+
+        channel = grpc.aio.insecure_channel(config["addresses"]["orchestrator"])
+        stub = orchestrator_pb2_grpc.OrchestratorStub(channel)
+        limits = httpx.Limits(max_connections=max(levels), max_keepalive_connections=max(levels))
+        client = httpx.AsyncClient(base_url=f"http://{config['addresses']['http_api']}", headers={"Authorization": f"Bearer {TOKEN}"},
+                                   timeout=120, limits=limits, trust_env=False)
+        runners = {"grpc": lambda sid: _grpc_run(stub, canvas.id, sid), "http": lambda sid: _http_run(client, canvas.id, sid)}
+        for side, runner in runners.items():  # warm-up: imports, connections, caches
+            await _phase(side, runner, await sessions(20), 4)
+        pids = {name: p.pid for name, p in processes.items()} | {"client": os.getpid(), "model_server": model.pid}
+        for concurrency in levels:
+            runs = args.runs if concurrency > 1 else max(args.runs // 3, 50)
+            results: dict[str, dict[str, Any]] = {}
+            for side in ("grpc", "http", "grpc", "http"):  # alternate; each side's figures are the mean of its two halves
+                todo = await sessions(runs // 2)
+                before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+                result = await _phase(side, runners[side], todo, concurrency)
+                cpu = {name: (cpu_seconds(pid) - before[name]) * 1000 / len(todo) for name, pid in pids.items()}
+                if side in results:
+                    merged = results[side]
+                    merged["runs_per_s"] = round((merged["runs_per_s"] + result["runs_per_s"]) / 2, 1)
+                    merged["failures"] += result["failures"]
+                    merged["ttfb"] += result["ttfb"]
+                    merged["first_delta"] += result["first_delta"]
+                    merged["cpu"] = {k: (merged["cpu"][k] + v) / 2 for k, v in cpu.items()}
+                else:
+                    results[side] = {**result, "cpu": cpu}
+            grpc_side, http_side = results["grpc"], results["http"]
+            tag = {"bench": "http", "concurrency": concurrency}
+            print(json.dumps({**tag, "metric": "runs_per_s", "grpc": grpc_side["runs_per_s"], "http": http_side["runs_per_s"],
+                              "ratio": round(http_side["runs_per_s"] / grpc_side["runs_per_s"], 3), "goal": RATIO_GOAL,
+                              "runs": runs, "failures": grpc_side["failures"] + http_side["failures"]}), flush=True)
+            for metric, goal in (("ttfb", TTFB_GOAL_MS), ("first_delta", None)):
+                grpc_p50, http_p50 = _pct(grpc_side[metric], 0.5), _pct(http_side[metric], 0.5)
+                line = {**tag, "metric": f"{metric}_ms", "grpc_p50": grpc_p50, "http_p50": http_p50,
+                        "added_p50": round(http_p50 - grpc_p50, 2), "grpc_p99": _pct(grpc_side[metric], 0.99),
+                        "http_p99": _pct(http_side[metric], 0.99)}
+                if goal is not None:
+                    line["goal"] = goal
+                print(json.dumps(line), flush=True)
+            for side in ("grpc", "http"):
+                cpu = {name: round(value, 2) for name, value in results[side]["cpu"].items()}
+                print(json.dumps({**tag, "metric": "cpu_ms_per_run", "side": side, **cpu,
+                                  "total": round(sum(cpu.values()), 2)}), flush=True)
+        await client.aclose()
+        await channel.close()
+        await store_channel.close()
+    finally:
+        for process in processes.values():
+            process.terminate()
+        for process in processes.values():
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        model.stdin.close()
+        try:
+            model.wait(20)
+        except subprocess.TimeoutExpired:
+            model.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
