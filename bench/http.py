@@ -99,8 +99,10 @@ async def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.http")
     parser.add_argument("--runs", type=int, default=300)
     parser.add_argument("--concurrency", default="1,16")
+    parser.add_argument("--profile", default="", help="write py-spy collapsed stacks of the facade (top concurrency, http) here")
     args = parser.parse_args(argv)
     levels = [int(c) for c in args.concurrency.split(",")]
+    spy = shutil.which("py-spy", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     tmp = Path(tempfile.mkdtemp(prefix="bench-http-"))
     env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'gen' / 'python'}", "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
     model = subprocess.Popen([sys.executable, "-m", "bench.e2e", "--serve-model"], env=env, cwd=ROOT,
@@ -131,32 +133,45 @@ async def main(argv: list[str] | None = None) -> None:
         await wait_until_http_ready(config["addresses"]["http_api"], timeout=120)
         store_channel = grpc.aio.insecure_channel(config["addresses"]["canvas_store"])
         store = canvas_store_pb2_grpc.CanvasStoreStub(store_channel)
+        limits = httpx.Limits(max_connections=max(levels), max_keepalive_connections=max(levels))
+        client = httpx.AsyncClient(base_url=f"http://{config['addresses']['http_api']}", headers={"Authorization": f"Bearer {TOKEN}"},
+                                   timeout=120, limits=limits, trust_env=False)
         canvas = await store.CreateCanvas(canvas_store_pb2.CreateCanvasRequest(
             canvas=canvas_store_pb2.Canvas(title="bench http", dsl=to_struct(DSL))), metadata=AUTH)
 
-        async def sessions(count: int) -> list[str]:
+        async def sessions(count: int, side: str = "grpc") -> list[str]:
+            """Fresh sessions, made as each side's clients make them (the SDK creates its sessions over HTTP)."""
             made = []
             for _ in range(count):
-                session = await store.CreateSession(canvas_store_pb2.CreateSessionRequest(canvas_id=canvas.id), metadata=AUTH)
-                made.append(session.id)
+                if side == "http":
+                    reply = await client.post(f"/api/v1/agents/{canvas.id}/sessions", json={})
+                    made.append(reply.json()["data"]["id"])
+                else:
+                    session = await store.CreateSession(canvas_store_pb2.CreateSessionRequest(canvas_id=canvas.id), metadata=AUTH)
+                    made.append(session.id)
             return made
 
         channel = grpc.aio.insecure_channel(config["addresses"]["orchestrator"])
         stub = orchestrator_pb2_grpc.OrchestratorStub(channel)
-        limits = httpx.Limits(max_connections=max(levels), max_keepalive_connections=max(levels))
-        client = httpx.AsyncClient(base_url=f"http://{config['addresses']['http_api']}", headers={"Authorization": f"Bearer {TOKEN}"},
-                                   timeout=120, limits=limits, trust_env=False)
         runners = {"grpc": lambda sid: _grpc_run(stub, canvas.id, sid), "http": lambda sid: _http_run(client, canvas.id, sid)}
         for side, runner in runners.items():  # warm-up: imports, connections, caches
-            await _phase(side, runner, await sessions(20), 4)
+            await _phase(side, runner, await sessions(20, side), 4)
         pids = {name: p.pid for name, p in processes.items()} | {"client": os.getpid(), "model_server": model.pid}
         for concurrency in levels:
             runs = args.runs if concurrency > 1 else max(args.runs // 3, 50)
             results: dict[str, dict[str, Any]] = {}
             for side in ("grpc", "http", "grpc", "http"):  # alternate; each side's figures are the mean of its two halves
-                todo = await sessions(runs // 2)
+                todo = await sessions(runs // 2, side)
                 before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+                profiler = None
+                if args.profile and side == "http" and concurrency == max(levels) and spy:
+                    profiler = subprocess.Popen([spy, "record", "--nonblocking", "--format", "raw", "-o", args.profile, "--pid",
+                                                 str(processes["http_api"].pid), "--rate", "200"],
+                                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 result = await _phase(side, runners[side], todo, concurrency)
+                if profiler is not None:
+                    profiler.send_signal(2)
+                    profiler.wait(60)
                 cpu = {name: (cpu_seconds(pid) - before[name]) * 1000 / len(todo) for name, pid in pids.items()}
                 if side in results:
                     merged = results[side]

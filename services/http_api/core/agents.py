@@ -10,6 +10,7 @@ from agentcanvas.v1 import canvas_store_pb2
 from services.common import errors
 from services.common.structs import from_struct, to_struct
 from services.http_api.core import views
+from services.http_api.core.known import SESSION_AGENTS
 from services.http_api.core.errors import ApiError, RetCode, argument, data_error, from_domain
 from services.http_api.core.params import dsl_value, flag, page_params, paginate, sort_rows, text_field, truthy_desc
 
@@ -165,6 +166,7 @@ class Agents:
             session = await self.backend.create_session(agent_id, revision, user_id)
         except errors.AgentCanvasError as exc:
             raise from_domain(exc, not_found="Agent not found.", denied=DENIED) from None
+        SESSION_AGENTS.keep(session.id, session.canvas_id)
         name = body.get("name") if isinstance(body.get("name"), str) else ""
         return views.session_row(session, await self._dsl_of(session, {}), name=name)
 

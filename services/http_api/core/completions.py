@@ -19,7 +19,7 @@ from services.common import errors
 from services.common.structs import to_struct
 from services.http_api.core.errors import ApiError, RetCode, argument, data_error, from_domain
 from services.http_api.core.events import EventMapper
-from services.common.lru import LRU
+from services.http_api.core.known import SESSION_AGENTS
 from services.http_api.core.params import flag
 
 logger = logging.getLogger(__name__)
@@ -139,12 +139,6 @@ class RunStream:
             await self.backend.cancel_run(self.run_id)
         except errors.AgentCanvasError as exc:
             logger.info("cancel of run %s after a disconnect: %s", self.run_id, exc.reason)
-
-
-SESSION_AGENTS: LRU[str, str] = LRU(65536)
-"""session id -> its agent (canvas) id. A session never changes canvas, so a known pair skips the
-GetSession round trip before a turn; access is still checked by the orchestrator on every run, and a
-deleted session is NOT_FOUND there."""
 
 
 class Completions:
