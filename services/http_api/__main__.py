@@ -15,9 +15,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", help="listen address (default: $AGENT_CANVAS_LISTEN_HOST, then 0.0.0.0)")
     parser.add_argument("--port", type=int, help="listen port (default: $PORT, then http.port, then 9380)")
     args = parser.parse_args(argv)
-    with configuration_errors("http_api"):
+    with configuration_errors("http_api"):  # a bad config or a port in use: one line, exit 2
         config = Config.load(args.config)
-    return run(config, host=args.host, port=args.port)
+        return run(config, host=args.host, port=args.port)
 
 
 if __name__ == "__main__":

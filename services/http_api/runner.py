@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import os
+import signal
 import socket
+from collections.abc import Iterator
 
 import uvicorn
 
@@ -42,6 +45,22 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+class Server(uvicorn.Server):
+    """uvicorn's server, stopping on SIGTERM/SIGINT through the event loop. uvicorn's own handlers raise
+    the signal again once it has drained, which would end the process by that signal instead of with 0."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.handle_exit, sig, None)
+        try:
+            yield
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+
+
 def run(config: Config, *, host: str | None = None, port: int | None = None) -> int:
     log = config.section("log")
     structured_logging.configure(str(log.get("level", "INFO")), str(log.get("format", "json")))
@@ -57,7 +76,7 @@ def run(config: Config, *, host: str | None = None, port: int | None = None) -> 
     metrics_port = telemetry.start_metrics_server(int(os.environ.get("METRICS_PORT") or section.get("metrics_port", 0)))
     if metrics_port:
         logger.info("%s metrics on :%d/metrics", SERVICE, metrics_port)
-    server = uvicorn.Server(uvicorn.Config(
+    server = Server(uvicorn.Config(
         # httptools (C) parses requests; uvicorn's pure-Python h11 costs several times more CPU per request
         app, log_config=None, access_log=False, lifespan="on", loop="none", http="httptools", proxy_headers=False,
         timeout_graceful_shutdown=settings.shutdown_grace_s, server_header=False,
