@@ -38,11 +38,14 @@ class Agents:
 
     async def _canvas(self, agent_id: str, *, not_found: str = "canvas not found.") -> canvas_store_pb2.Canvas:
         try:
-            return await self.backend.get_canvas(agent_id)
+            canvas = await self.backend.get_canvas(agent_id)
         except errors.InvalidArgumentError:  # not a 32-hex id: RAGFlow knows no such agent
             raise data_error(not_found) from None
         except errors.AgentCanvasError as exc:
             raise from_domain(exc, not_found=not_found, denied=DENIED) from None
+        if canvas.HasField("delete_time"):  # soft-deleted: restorable in the store, gone for RAGFlow's clients
+            raise data_error(f"{not_found} (NOT_FOUND: agent {agent_id} is deleted)")
+        return canvas
 
     # agents
     async def list(self, query: Mapping[str, Any]) -> dict[str, Any]:

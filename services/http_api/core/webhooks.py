@@ -63,6 +63,8 @@ class Webhooks:
             raise data_error("Agent not found.") from None
         except errors.AgentCanvasError as exc:
             raise from_domain(exc, denied=DENIED) from None
+        if canvas.HasField("delete_time"):
+            raise data_error("Agent not found.")
         params = begin_params(from_struct(canvas.dsl))
         if str(params.get("mode") or "").lower() != "webhook":
             raise data_error("This agent's Begin is not in webhook mode.")
