@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -24,6 +25,7 @@ from services.http_api.core.errors import ApiError, RetCode, argument, from_doma
 from services.http_api.settings import HttpSettings
 
 logger = logging.getLogger(__name__)
+REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 
 def dumps(value: Any) -> bytes:
@@ -79,8 +81,11 @@ class Context:
 
     def backend(self, request: Request) -> GrpcBackend:
         assert self.channels is not None, "the app's lifespan opens the channels"
+        offered = request.headers.get("x-request-id", "")
+        # forwarded as gRPC metadata: only a plain id passes, anything else gets a fresh one
+        request_id = offered if REQUEST_ID.fullmatch(offered) else uuid.uuid4().hex
         return GrpcBackend(self.channels, self.bearer(request), timeout_s=self.settings.call_timeout_s,
-                           request_id=request.headers.get("x-request-id", "") or uuid.uuid4().hex)
+                           request_id=request_id)
 
     async def body(self, request: Request, *, required: bool = False) -> dict[str, Any]:
         """The JSON object of the body; an empty body is `{}` (the SDK sends none on some calls)."""

@@ -9,6 +9,7 @@ StreamRunEvents, and a reader that goes away does not stop the run.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 
 from starlette.requests import Request
@@ -22,6 +23,8 @@ from services.http_api.core.events import Answer
 from services.http_api.core.params import flag
 from services.http_api.server import Context, dumps, json_response, result
 
+logger = logging.getLogger(__name__)
+INTERNAL = "INTERNAL: unexpected error; see the service log"
 SSE_HEADERS = {"Cache-Control": "no-cache", "Connection": "keep-alive", "X-Accel-Buffering": "no"}
 SSE_MEDIA_TYPE = "text/event-stream; charset=utf-8"
 DONE = b"data:[DONE]\n\n"
@@ -58,6 +61,10 @@ async def ragflow_events(stream: RunStream) -> AsyncIterator[bytes]:
     except errors.AgentCanvasError as exc:  # the orchestrator went away mid-run: say so, then end the stream
         sent = True
         yield frame({"code": int(RetCode.SERVER_ERROR), "message": from_domain(exc).message, "data": False})
+    except Exception:  # noqa: BLE001 - the headers are sent: end the stream with a JSON error, not a cut
+        logger.exception("unexpected error while streaming run %s", stream.run_id)
+        sent = True
+        yield frame({"code": int(RetCode.SERVER_ERROR), "message": INTERNAL, "data": False})
     if not sent and not stream.reattached:
         yield frame({"session_id": stream.session_id, "data": {}})
     yield DONE
@@ -77,6 +84,10 @@ async def openai_events(stream: RunStream, chunks: openai_compat.ChunkMapper) ->
                 yield b"".join(frames)
     except errors.AgentCanvasError as exc:
         yield frame(chunks.chunk(0, {"content": f"**ERROR**: {from_domain(exc).message}"}, finish_reason="stop"), space=True)
+        ended = True
+    except Exception:  # noqa: BLE001 - as above
+        logger.exception("unexpected error while streaming run %s", stream.run_id)
+        yield frame(chunks.chunk(0, {"content": f"**ERROR**: {INTERNAL}"}, finish_reason="stop"), space=True)
         ended = True
     if not ended and not stream.reattached:
         yield frame(chunks.chunk(0, {"content": ""}, finish_reason="stop"), space=True)

@@ -115,4 +115,7 @@ def test_nothing_answers_with_html(cluster):
                     continue
                 assert response.headers["content-type"].startswith("application/json"), (method, path)
                 assert isinstance(response.json()["code"], int), (method, path)
+        # a request id that gRPC metadata cannot carry is replaced, not an error
+        odd = http.get("/api/v1/agents", headers={"x-request-id": b"\xc3\xa9 not an id"})
+        assert odd.json()["code"] == 0
     assert "Traceback" not in cluster.log_tail("http_api", 1 << 20)
