@@ -158,3 +158,18 @@ def test_reattach_by_get_for_event_source_clients(cluster):
         live, _ = parse(response.content)
         replay, ended = parse(http.get(f"/api/v1/agents/{agent_id}/runs/{run_id}/events", headers={"Last-Event-ID": "2"}).content)
     assert ended and replay == [event for event in live if event[0] > 2]
+
+
+def test_return_trace_adds_each_nodes_trace_to_the_answer(cluster):
+    agent_id = create_agent(cluster, "trace")
+    session_id = create_session(cluster, agent_id)
+    with client(cluster) as http:
+        answer = http.post("/api/v1/agents/chat/completions", json={
+            "agent_id": agent_id, "session_id": session_id, "query": "Q", "return_trace": True}).json()
+        plain = http.post("/api/v1/agents/chat/completions", json={
+            "agent_id": agent_id, "session_id": session_id, "query": "Q"}).json()
+    trace = answer["data"]["data"]["trace"]
+    by_node = {item["component_id"]: item["trace"] for item in trace}
+    assert set(by_node) == {"begin", "LLM:Answer", "Message:Reply"}  # in the order they finished
+    assert by_node["LLM:Answer"][0]["outputs"]["content"] == "Generic answer to: Q"
+    assert "trace" not in plain["data"]["data"]
