@@ -1,6 +1,6 @@
 """`agent-canvas`: run canvases, manage them, and run the services.
 
-    agent-canvas up [--config FILE]                      all four services as child processes
+    agent-canvas up [--config FILE]                      all five services as child processes
     agent-canvas serve store|orchestrator|gateway|sandbox|http
     agent-canvas run FILE|--canvas ID --query Q [--inputs JSON] [--session ID] [--json]
     agent-canvas run --resume RUN_ID [--inputs JSON] | --session ID [--query Q]   continue a paused run
