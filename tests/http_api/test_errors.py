@@ -61,6 +61,17 @@ def test_bodies_that_are_not_json_objects(cluster):
         for content in (b"{", b"[1]", b"\xff\xfe", b"NaN", b'"text"'):
             answer = body_of(http.post("/api/v1/agents", content=content, headers={"content-type": "application/json"}))
             assert answer["code"] == 101, (content, answer)
+        deep = http.post("/api/v1/agents", content=b'{"title": "x", "dsl": ' + b"[" * 5000 + b"]" * 5000 + b"}")
+        assert body_of(deep)["code"] == 101 and "nested" in deep.json()["message"]
+        nested = {"title": "x", "dsl": {"components": {}}}
+        node = nested["dsl"]["components"]
+        for _ in range(70):
+            node["a"] = {}
+            node = node["a"]
+        too_deep = body_of(http.post("/api/v1/agents", json=nested))
+        assert too_deep["code"] == 101 and too_deep["message"].startswith("`dsl.components.a.a")
+        huge = body_of(http.post("/api/v1/agents/chat/completions", json={"agent_id": "a", "inputs": {"n": 2**60}}))
+        assert huge["code"] == 101 and "`inputs.n`" in huge["message"]
         too_big = http.post("/api/v1/agents", content=b" " * (17 << 20))
     assert too_big.status_code == 413 and body_of(too_big)["code"] == 101
 
