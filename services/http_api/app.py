@@ -24,7 +24,7 @@ VERSION = "0.1.0"
 
 def routes(context: server.Context) -> list[Route]:
     def route(path: str, handler, methods: list[str]) -> Route:
-        return Route(PREFIX + path, server.endpoint(context, handler), methods=methods)
+        return Route(PREFIX + path, server.endpoint(context, handler, PREFIX + path), methods=methods)
 
     async def openapi_json(request: Request) -> Response:
         return server.json_response(openapi.document(VERSION))

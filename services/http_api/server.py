@@ -9,15 +9,17 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from opentelemetry.trace import SpanKind
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from services.common import errors
+from services.common import errors, telemetry
 from services.common.auth import TokenAuthenticator
 from services.common.structs import find_inexact_integer, find_too_deep
 from services.http_api.adapters.grpc_backend import Channels, GrpcBackend
@@ -26,6 +28,7 @@ from services.http_api.core.errors import ApiError, RetCode, argument, from_doma
 from services.http_api.settings import HttpSettings
 
 logger = logging.getLogger(__name__)
+INTERNAL = "INTERNAL: unexpected error; see the service log"
 MAX_DEPTH = 64
 """JSON bodies nest at most this deep (a DSL needs far fewer levels; the store allows 30 in a canvas)."""
 REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -139,20 +142,44 @@ def _no_constant(name: str) -> Any:
 Handler = Callable[[Context, Request], Awaitable[Response]]
 
 
-def endpoint(context: Context, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
-    """A route: RAGFlow-coded failures become their JSON body; anything unexpected is code 100 with a
-    generic message (the traceback goes to the log only)."""
+def _metrics():
+    return (telemetry.counter("http_requests_total", "HTTP requests the RAGFlow facade answered, by route, method and "
+                              "RAGFlow code (0 success)", ("route", "method", "code")),
+            telemetry.histogram("http_latency_seconds", "time to the response's start (streams: to their first events)",
+                                ("route",), buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
+                                                     10, 30, 60)))
 
-    async def route(request: Request) -> Response:
+
+def endpoint(context: Context, handler: Handler, path: str = "") -> Callable[[Request], Awaitable[Response]]:
+    """A route: RAGFlow-coded failures become their JSON body; anything unexpected is code 100 with a
+    generic message (the traceback goes to the log only). Each request is a server span continuing the
+    caller's traceparent (the gRPC calls it makes carry it on) and is counted by route and code."""
+    requests_total, latency = _metrics()
+    route_name = path or handler.__name__
+
+    async def answer(request: Request) -> tuple[Response, int]:
         try:
-            return await handler(context, request)
+            return await handler(context, request), 0
         except ApiError as exc:
-            return error_response(exc)
+            return error_response(exc), int(exc.code)
         except errors.AgentCanvasError as exc:
-            return error_response(from_domain(exc))
+            mapped = from_domain(exc)
+            return error_response(mapped), int(mapped.code)
         except Exception:  # noqa: BLE001 - the last line of defence: no traceback reaches a client
             logger.exception("unexpected error on %s %s", request.method, request.url.path)
-            return error_response(ApiError(RetCode.EXCEPTION_ERROR, "INTERNAL: unexpected error; see the service log"))
+            return error_response(ApiError(RetCode.EXCEPTION_ERROR, INTERNAL)), int(RetCode.EXCEPTION_ERROR)
+
+    async def route(request: Request) -> Response:
+        started = time.perf_counter()
+        parent = telemetry.extract_context(dict(request.headers))
+        with telemetry.tracer().start_as_current_span(f"{request.method} {route_name}", context=parent,
+                                                      kind=SpanKind.SERVER) as span:
+            response, code = await answer(request)
+            span.set_attribute("http.status_code", response.status_code)
+            span.set_attribute("ragflow.code", code)
+        requests_total.labels(route_name, request.method, str(code)).inc()
+        latency.labels(route_name).observe(time.perf_counter() - started)
+        return response
 
     route.__name__ = handler.__name__
     return route
@@ -223,5 +250,4 @@ async def http_exception(request: Request, exc: Exception) -> Response:
 
 async def server_error(request: Request, exc: Exception) -> Response:
     logger.error("unhandled error on %s %s: %s", request.method, request.url.path, type(exc).__name__)
-    return json_response({"code": int(RetCode.EXCEPTION_ERROR), "message": "INTERNAL: unexpected error; see the service log",
-                          "data": None})
+    return json_response({"code": int(RetCode.EXCEPTION_ERROR), "message": INTERNAL, "data": None})

@@ -21,10 +21,9 @@ from services.http_api.core.completions import CompletionRequest, Completions, R
 from services.http_api.core.errors import ApiError, RetCode, argument, from_domain
 from services.http_api.core.events import Answer
 from services.http_api.core.params import flag
-from services.http_api.server import Context, dumps, json_response, result
+from services.http_api.server import INTERNAL, Context, dumps, json_response, result
 
 logger = logging.getLogger(__name__)
-INTERNAL = "INTERNAL: unexpected error; see the service log"
 SSE_HEADERS = {"Cache-Control": "no-cache", "Connection": "keep-alive", "X-Accel-Buffering": "no"}
 SSE_MEDIA_TYPE = "text/event-stream; charset=utf-8"
 DONE = b"data:[DONE]\n\n"
