@@ -20,10 +20,15 @@ from services.common.clients import create_channel, outbound_metadata
 
 @dataclass
 class Channels:
-    """One channel per peer for the whole process."""
+    """One channel per peer, and one stub on each, for the whole process (a stub builds a callable per
+    method: too costly to make per request)."""
 
     store: grpc.aio.Channel
     orchestrator: grpc.aio.Channel
+
+    def __post_init__(self) -> None:
+        self.store_stub = canvas_store_pb2_grpc.CanvasStoreStub(self.store)
+        self.orchestrator_stub = orchestrator_pb2_grpc.OrchestratorStub(self.orchestrator)
 
     @classmethod
     def connect(cls, store_address: str, orchestrator_address: str) -> "Channels":
@@ -38,8 +43,8 @@ class GrpcBackend:
     """The calls of one HTTP request, made with that request's token."""
 
     def __init__(self, channels: Channels, token: str, *, timeout_s: float = 30.0, request_id: str = ""):
-        self._store = canvas_store_pb2_grpc.CanvasStoreStub(channels.store)
-        self._orchestrator = orchestrator_pb2_grpc.OrchestratorStub(channels.orchestrator)
+        self._store = channels.store_stub
+        self._orchestrator = channels.orchestrator_stub
         self._token = token
         self._timeout = timeout_s
         self._request_id = request_id
