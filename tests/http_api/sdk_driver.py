@@ -66,6 +66,11 @@ def ask(rag: RAGFlow, args: dict) -> dict:
     return {"session_id": session.id, "blocking": blocking, "streamed": streamed}
 
 
+def create_for_ask(rag: RAGFlow, args: dict) -> dict:
+    rag.create_agent(title=args["title"], dsl=args["dsl"])
+    return {"agent_id": next(agent.id for agent in rag.list_agents() if agent.title == args["title"])}
+
+
 def bad_key(rag: RAGFlow, args: dict) -> dict:
     try:
         rag.list_agents()
@@ -78,7 +83,7 @@ def main() -> None:
     scenario, raw = sys.argv[1], sys.argv[2]
     args = json.loads(raw)
     rag = RAGFlow(api_key=args["api_key"], base_url=args["base_url"])
-    print(json.dumps({"crud": crud, "ask": ask, "bad_key": bad_key}[scenario](rag, args), ensure_ascii=False))
+    print(json.dumps({"crud": crud, "ask": ask, "bad_key": bad_key, "create_for_ask": create_for_ask}[scenario](rag, args), ensure_ascii=False))
 
 
 if __name__ == "__main__":

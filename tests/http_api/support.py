@@ -44,12 +44,12 @@ def create_session(cluster, agent_id: str) -> str:
 
 
 def run_sdk(cluster, scenario: str, **args: Any) -> dict[str, Any]:
-    """One scenario of sdk_driver.py in the SDK's venv; its JSON report."""
+    """One scenario of sdk_driver.py in the SDK's venv against `cluster` (or `base_url=`); its JSON report."""
     try:
         python = sdk_python()
     except SdkUnavailable as exc:
         pytest.fail(str(exc))
-    payload = {"base_url": cluster.base_url, "api_key": TOKEN, **args}
+    payload = {"base_url": cluster.base_url if cluster is not None else args.pop("base_url"), "api_key": TOKEN, **args}
     env = {**os.environ, **LOCAL_ENV, "PYTHONPATH": "", "PYTHONIOENCODING": "utf-8"}
     done = subprocess.run([str(python), str(DRIVER), scenario, json.dumps(payload)], capture_output=True, text=True,
                           encoding="utf-8", env=env, timeout=300)
