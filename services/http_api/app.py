@@ -7,6 +7,8 @@ from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -75,5 +77,11 @@ def build_app(config: Config, *, authenticator: TokenAuthenticator | None = None
         finally:
             await context.channels.close()
 
-    return Starlette(routes=routes(context), lifespan=lifespan,
+    middleware = []
+    if settings.cors_origins:
+        # Browser front ends read the stream cross-origin, as they do RAGFlow's; the key is a header, never a cookie.
+        middleware.append(Middleware(CORSMiddleware, allow_origins=list(settings.cors_origins), allow_credentials=False,
+                                     allow_methods=["*"], allow_headers=["*"], max_age=86400,
+                                     expose_headers=["X-Run-Id", "X-Session-Id"]))
+    return Starlette(routes=routes(context), lifespan=lifespan, middleware=middleware,
                      exception_handlers={HTTPException: server.http_exception, Exception: server.server_error})

@@ -18,10 +18,12 @@ class HttpSettings:
     max_body_bytes: int = 16 << 20
     call_timeout_s: float = 30.0
     shutdown_grace_s: float = 20.0
+    cors_origins: tuple[str, ...] = ("*",)
+    """Browser origins allowed to call the API (RAGFlow allows any); () turns CORS off."""
 
     @classmethod
     def from_section(cls, section: Mapping[str, Any]) -> "HttpSettings":
-        known = {"max_body_bytes", "call_timeout_s"} | SERVER_KEYS
+        known = {"max_body_bytes", "call_timeout_s", "cors_origins"} | SERVER_KEYS
         for key in section:
             if key not in known:
                 raise InvalidArgumentError.for_field(f"http.{key}", f"unknown key (known: {', '.join(sorted(known))})")
@@ -40,4 +42,9 @@ class HttpSettings:
             if not value >= minimum or value == float("inf"):
                 raise InvalidArgumentError.for_field(f"http.{key}", f"must be at least {minimum}, not {raw!r}")
             values[key] = value
+        origins = section.get("cors_origins")
+        if origins is not None:
+            if not isinstance(origins, list) or not all(isinstance(o, str) and o for o in origins):
+                raise InvalidArgumentError.for_field("http.cors_origins", f"must be a list of origins, not {origins!r}")
+            values["cors_origins"] = tuple(origins)
         return cls(**values)

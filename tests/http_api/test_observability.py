@@ -25,3 +25,17 @@ def test_requests_are_spans_and_metrics(tmp_path, finished_spans):
     assert 'agentcanvas_http_requests_total{code="401",method="GET",route="/api/v1/agents"}' in text
     assert 'agentcanvas_http_requests_total{code="101",method="POST",route="/api/v1/agents"}' in text
     assert 'agentcanvas_http_latency_seconds_count{route="/api/v1/agents"}' in text
+
+
+def test_browsers_may_call_it_cross_origin_unless_turned_off(tmp_path):
+    config = Config.load(env={"AGENT_CANVAS_DATA_DIR": str(tmp_path)}).with_overrides({"auth": {"embedded": False}})
+    preflight = {"Origin": "https://chat.example", "Access-Control-Request-Method": "POST",
+                 "Access-Control-Request-Headers": "authorization,content-type"}
+    with TestClient(build_app(config)) as http:
+        allowed = http.options("/api/v1/agents/chat/completions", headers=preflight)
+    assert allowed.status_code == 200 and allowed.headers["access-control-allow-origin"] == "*"
+    assert "authorization" in allowed.headers["access-control-allow-headers"].lower()
+    closed = config.with_overrides({"http": {"cors_origins": []}})
+    with TestClient(build_app(closed)) as http:
+        refused = http.options("/api/v1/agents/chat/completions", headers=preflight)
+    assert "access-control-allow-origin" not in refused.headers and refused.json()["code"] == 405
