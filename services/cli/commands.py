@@ -46,6 +46,10 @@ def _report_one(exc: AgentCanvasError, path: str) -> None:
 
 def serve(config: Config, args: argparse.Namespace) -> int:
     service = CLI_NAMES[args.service]
+    if service == "http_api":  # HTTP on uvicorn, not a gRPC server
+        from services.http_api.runner import run as run_http
+
+        return run_http(config, host=args.host, port=args.port)
     try:
         return run_service(build_definition(service, config), config, host=args.host, port=args.port)
     except RuntimeError as exc:

@@ -1,7 +1,7 @@
 """`agent-canvas`: run canvases, manage them, and run the services.
 
-    agent-canvas up [--config FILE]                      all four services as child processes
-    agent-canvas serve store|orchestrator|gateway|sandbox
+    agent-canvas up [--config FILE]                      all five services as child processes
+    agent-canvas serve store|orchestrator|gateway|sandbox|http
     agent-canvas run FILE|--canvas ID --query Q [--inputs JSON] [--session ID] [--json]
     agent-canvas run --resume RUN_ID [--inputs JSON] | --session ID [--query Q]   continue a paused run
     agent-canvas canvas import FILE... | list [--show-deleted] | get ID | export ID [-o FILE]
@@ -109,13 +109,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_Version, help="print the version and the protocol it speaks, and exit")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    up = commands.add_parser("up", help="run all four services as child processes until Ctrl-C")
+    up = commands.add_parser("up", help="run all five services as child processes until Ctrl-C")
     _common(up)
     up.add_argument("--demo", metavar="QUERY", help="once serving, run examples/hello.json with QUERY and keep serving")
 
     serve = commands.add_parser("serve", help="run one service in this process")
     _common(serve)
-    serve.add_argument("service", choices=["store", "orchestrator", "gateway", "sandbox"])
+    serve.add_argument("service", choices=["store", "orchestrator", "gateway", "sandbox", "http"])
     serve.add_argument("--port", type=_port, help="listen port (default: $PORT, then the config)")
     serve.add_argument("--host", help="listen address (default: $AGENT_CANVAS_LISTEN_HOST, then 0.0.0.0)")
 

@@ -112,6 +112,7 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
             decode_dsl=(lambda: from_struct(request.dsl)) if inline else None,
             inputs=from_struct(request.inputs), session_id=request.session_id, user_id=request.user_id,
             request_id=request.request_id, resume_run_id=request.resume_run_id,
+            webhook_payload=from_struct(request.webhook_payload) if request.HasField("webhook_payload") else None,
             files=[InputFileData(f.name, f.mime_type, f.content, f.url) for f in request.files],
         )
         return await self._orchestrator.start_run(run_request, identity.tenant_id if identity else "",

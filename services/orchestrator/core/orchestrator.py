@@ -59,6 +59,8 @@ class RunRequest:
     request_id: str = ""
     resume_run_id: str = ""
     """Resume this paused run (a run without a session, or its session's paused run)."""
+    webhook_payload: dict[str, Any] | None = None
+    """The HTTP request that fired a webhook-mode Begin (Begin reads it from the run's spec)."""
     dsl_key: bytes = b""
     """A canonical encoding of the inline DSL (equal keys mean equal DSLs), or b"": lets a client that
     sends the same inline DSL with every run skip its decoding, load and validation after the first."""
@@ -340,6 +342,8 @@ class Orchestrator:
             "user_id": request.user_id, "history": history, "session_id": session.id if session else "",
             "request_id": request.request_id,
         }
+        if request.webhook_payload is not None:
+            spec["webhook_payload"] = request.webhook_payload
         if previous is not None:
             spec.update(resume_from=previous.id, resume_pending=list(pending or []),
                         resume_inputs=dict(request.inputs), seed=previous.spec.get("seed", previous.id),

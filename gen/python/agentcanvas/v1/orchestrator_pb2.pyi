@@ -12,7 +12,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RunCanvasRequest(_message.Message):
-    __slots__ = ("canvas_id", "dsl", "revision_id", "query", "inputs", "files", "session_id", "user_id", "request_id", "resume_run_id")
+    __slots__ = ("canvas_id", "dsl", "revision_id", "query", "inputs", "files", "session_id", "user_id", "request_id", "resume_run_id", "webhook_payload")
     CANVAS_ID_FIELD_NUMBER: _ClassVar[int]
     DSL_FIELD_NUMBER: _ClassVar[int]
     REVISION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -23,6 +23,7 @@ class RunCanvasRequest(_message.Message):
     USER_ID_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     RESUME_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    WEBHOOK_PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     canvas_id: str
     dsl: _struct_pb2.Struct
     revision_id: str
@@ -33,7 +34,8 @@ class RunCanvasRequest(_message.Message):
     user_id: str
     request_id: str
     resume_run_id: str
-    def __init__(self, canvas_id: _Optional[str] = ..., dsl: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., revision_id: _Optional[str] = ..., query: _Optional[str] = ..., inputs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., files: _Optional[_Iterable[_Union[_common_pb2.InputFile, _Mapping]]] = ..., session_id: _Optional[str] = ..., user_id: _Optional[str] = ..., request_id: _Optional[str] = ..., resume_run_id: _Optional[str] = ...) -> None: ...
+    webhook_payload: _struct_pb2.Struct
+    def __init__(self, canvas_id: _Optional[str] = ..., dsl: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., revision_id: _Optional[str] = ..., query: _Optional[str] = ..., inputs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., files: _Optional[_Iterable[_Union[_common_pb2.InputFile, _Mapping]]] = ..., session_id: _Optional[str] = ..., user_id: _Optional[str] = ..., request_id: _Optional[str] = ..., resume_run_id: _Optional[str] = ..., webhook_payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class StreamRunEventsRequest(_message.Message):
     __slots__ = ("run_id", "after_seq")
