@@ -38,6 +38,7 @@ TOKENS = [
 
 # Small limits so the tests exercise pruning, history bounds and the DSL size limit quickly.
 STORE_LIMITS = {"keep_draft_revisions": 3, "session_history_max": 6, "session_history_max_bytes": 64 * 1024,
+                "session_turn_max_bytes": 96 * 1024,
                 "max_dsl_bytes": 256 * 1024, "watch_poll_interval_ms": 50}
 
 
