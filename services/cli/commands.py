@@ -115,6 +115,14 @@ def _run_request(args: argparse.Namespace) -> orchestrator_pb2.RunCanvasRequest:
     return request
 
 
+def text_delivery(as_json: bool, view: TerminalView) -> int:
+    """LIVE for --json (every event, MessageReset included) and a terminal; CONFIRMED when the answer goes to a
+    pipe or file, which cannot take text back: each answer then arrives once, whole."""
+    if as_json or view.live_text:
+        return orchestrator_pb2.TEXT_DELIVERY_LIVE
+    return orchestrator_pb2.TEXT_DELIVERY_CONFIRMED
+
+
 def _resume_hint(args: argparse.Namespace, run_id: str, session_id: str, fields: list[str]) -> str:
     """The command that continues a paused run (by its session when it has one, else by its id)."""
     words = ["agent-canvas", "run"]
@@ -151,6 +159,7 @@ async def run(config: Config, args: argparse.Namespace) -> int:
     try:
         stub = orchestrator_pb2_grpc.OrchestratorStub(stack.channel("orchestrator"))
         view = TerminalView()
+        request.text_delivery = text_delivery(args.json, view)
         final = None
         run_id = session_id = ""
         waiting: list[str] = []
