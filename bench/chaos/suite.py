@@ -34,6 +34,7 @@ class Track:
     run_id: str = ""
     status: str = ""  # SUCCEEDED | FAILED | CANCELLED | LOST | NOT_STARTED
     reason: str = ""
+    message: str = ""
     duplicated: int = 0
     """Deltas this client was shown twice: a seq delivered again, or text beyond the Message's final answer."""
     ended: float = 0.0
@@ -112,6 +113,7 @@ class Client:
             final = event.workflow_finished
             track.status = STATUS.get(final.status, str(final.status))
             track.reason = final.error.reason
+            track.message = final.error.message[:160]
             return True
         return False
 
@@ -250,6 +252,8 @@ async def run_fault(cluster: ChaosCluster, client: Client, fault: Fault, *, inje
         "bench": "chaos", "fault": fault.name, "injections": injections, "clients": clients,
         "runs_started": len(started), "succeeded": sum(t.status == "SUCCEEDED" for t in started),
         "failed": sum(failed.values()), "failed_by_reason": dict(failed),
+        "failed_examples": {reason: sorted({t.message for t in started if t.status == "FAILED" and
+                                            (t.reason or "(no reason)") == reason})[:2] for reason in failed},
         "cancelled": sum(t.status == "CANCELLED" for t in started),
         "lost": sum(t.status == "LOST" for t in started),
         "not_started": dict(Counter(t.reason or "(none)" for t in tracks if t.status == "NOT_STARTED")),
