@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 
+import grpc
 import pytest
 import sqlalchemy as sa
 from agentcanvas.v1 import canvas_store_pb2 as spb
@@ -132,3 +132,21 @@ async def test_a_corrupt_stored_event_is_data_loss_in_its_place_and_the_rest_arr
                                                             metadata=AUTH) for e in b.events]
     assert [e.WhichOneof("event") for e in batched if e.seq == broken] == ["event_unreadable"]
     assert batched[-1].HasField("workflow_finished")
+
+
+async def test_text_delivery_is_chosen_per_stream_and_checked(server):
+    stub, _, _ = server
+    request = orchestrator_pb2.RunCanvasRequest(dsl=to_struct(canvas()), query="hello",
+                                                text_delivery=orchestrator_pb2.TEXT_DELIVERY_CONFIRMED)
+    events = await events_of(stub.RunCanvas(request, metadata=AUTH))
+    assert "".join(e.message_delta.content for e in events) == "echo hello"
+    assert events[-1].workflow_finished.status == common_pb2.RUN_STATUS_SUCCEEDED
+    replay = await events_of(stub.StreamRunEvents(orchestrator_pb2.StreamRunEventsRequest(
+        run_id=events[0].run_id, text_delivery=orchestrator_pb2.TEXT_DELIVERY_CONFIRMED), metadata=AUTH))
+    assert replay == events
+    for call, message in ((stub.RunCanvas, orchestrator_pb2.RunCanvasRequest(dsl=to_struct(canvas()), text_delivery=7)),
+                          (stub.StreamRunEvents, orchestrator_pb2.StreamRunEventsRequest(run_id=events[0].run_id,
+                                                                                         text_delivery=7))):
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await events_of(call(message, metadata=AUTH))
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "text_delivery" in caught.value.details()
