@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -112,6 +113,4 @@ class ChaosCluster:
             if part is not None:
                 with contextlib.suppress(Exception):
                     part.close()
-        import shutil
-
         shutil.rmtree(self.tmp, ignore_errors=True)

@@ -12,6 +12,7 @@ import glob
 import os
 import pwd
 import shutil
+import socket
 import subprocess
 import tempfile
 import threading
@@ -86,8 +87,6 @@ class OwnRedis:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
-                import socket
-
                 with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
                     sock.sendall(b"PING\r\n")
                     if sock.recv(16).startswith(b"+PONG"):

@@ -35,6 +35,8 @@ class Track:
     status: str = ""  # SUCCEEDED | FAILED | CANCELLED | LOST | NOT_STARTED
     reason: str = ""
     message: str = ""
+    resets: int = 0
+    """MessageReset events seen (a Message started again after a takeover while it streamed)."""
     duplicated: int = 0
     """Deltas this client was shown twice: a seq delivered again, or text beyond the Message's final answer."""
     ended: float = 0.0
@@ -101,6 +103,7 @@ class Client:
             shown[event.node_started.component_id] = ""  # a Message's text starts with its (new) attempt
         elif kind == "message_reset":
             shown[event.message_reset.component_id] = ""
+            track.resets += 1
         elif kind == "message_delta":
             component = event.message_delta.component_id
             shown[component] = shown.get(component, "") + event.message_delta.content
@@ -258,6 +261,7 @@ async def run_fault(cluster: ChaosCluster, client: Client, fault: Fault, *, inje
         "lost": sum(t.status == "LOST" for t in started),
         "not_started": dict(Counter(t.reason or "(none)" for t in tracks if t.status == "NOT_STARTED")),
         "duplicated_deltas": sum(t.duplicated for t in tracks),
+        "message_resets_seen": sum(t.resets for t in tracks),
         "recovery_s_p50": round(statistics.median(known), 2) if known else None,
         "recovery_s_max": round(max(known), 2) if known else None,
         "recovery_unknown": len(recoveries) - len(known),

@@ -25,7 +25,7 @@ from services.common.bootstrap import start_server
 from services.common.clients import create_channel
 from services.common.settings import Config
 from services.common.status import from_rpc_error
-from services.common.structs import from_struct, to_struct
+from services.common.structs import to_struct
 from tests.canvas_store.conftest import (
     MINIMAL_DSL, STORE_LIMITS, TOKENS, Client, create_canvas, expect_code, run_record, spec_of, unique_title,
 )
