@@ -105,9 +105,13 @@ class ChaosCluster:
         """Start a killed process again on its port (with its config)."""
         await self._start(name, self._spawn[name]["service"], self._spawn[name]["section"])
 
-    def close(self) -> None:
+    def close(self, keep_logs: Path | None = None) -> None:
         with contextlib.suppress(Exception):
             self.processes.close()
+        if keep_logs is not None:
+            keep_logs.mkdir(parents=True, exist_ok=True)
+            for log in self.processes.workdir.glob("*.log"):
+                shutil.copy(log, keep_logs / log.name)
         self.model.close()
         for part in (self.redis, self.postgres):
             if part is not None:
