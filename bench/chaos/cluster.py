@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -65,7 +66,13 @@ class ChaosCluster:
         models = {"*": {"model": "openai/chaos", "api_base": self.model.base_url, "api_key": "sk-chaos"}}
         await self._start("store", "canvas_store", {"database_url": self.postgres.url, "seed_templates": False})
         await self._start("gateway", "llm_gateway", {"models": models, "embedded": {"enabled": False}})
-        await self._start("sandbox", "sandbox", {"backend": "local", "pool": {"python": 2, "nodejs": 0}})
+        # Its own work_root: the default (<tmp>/agentcanvas-sandbox) is shared by every sandbox on the machine, and
+        # each one that starts replaces the runner there, failing the worker spawns of the others meanwhile.
+        work_root = self.tmp / "sandbox"
+        work_root.mkdir()
+        os.chmod(self.tmp, 0o711)  # the sandbox's uid 65534 must reach its job directories
+        await self._start("sandbox", "sandbox", {"backend": "local", "pool": {"python": 2, "nodejs": 0},
+                                                 "work_root": str(work_root)})
         for name in ORCHESTRATORS:
             await self._start(name, "orchestrator", {
                 "holder": name, "service_token": SERVICE_TOKEN, "redis_url": self.redis.url, "flush_interval_ms": 5,
