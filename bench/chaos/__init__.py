@@ -6,7 +6,8 @@ Deployment (loopback only; everything is started here and removed afterwards): i
 a temporary directory, on a free port: the machine's shared server is never touched), its own redis-server on a
 free port, the scripted OpenAI-compatible model server (tests/support/openai_server.py; every answer streams 12
 pieces 30 ms apart), and as processes one canvas_store, one llm_gateway, one sandbox (bubblewrap) and two
-orchestrator replicas (2 s leases, takeover scan every 0.5 s, admission slots in Redis). The canvas:
+orchestrator replicas (2 s leases, takeover scan every 0.5 s, admission slots in Redis with a cap of 32 runs per
+tenant, so that every start and end goes through Redis). The canvas:
 Begin -> Retrieval (embedded knowledge base) -> CodeExec (sandbox, 0.1 s) -> LLM -> Message; nodes that call
 out retry up to 4 times (1 s, doubling).
 

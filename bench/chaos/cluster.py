@@ -77,7 +77,7 @@ class ChaosCluster:
             await self._start(name, "orchestrator", {
                 "holder": name, "service_token": SERVICE_TOKEN, "redis_url": self.redis.url, "flush_interval_ms": 5,
                 "lease_ttl_ms": self.lease_ttl_ms, "takeover_interval_s": 0.5, "heartbeat_interval_s": 1,
-                "max_runs_per_tenant": 0}, extra={"tools": tools})
+                "max_runs_per_tenant": 32}, extra={"tools": tools})
         return self
 
     def _seed_kb(self, path: Path) -> None:

@@ -18,8 +18,8 @@ from services.common.errors import AbortedError, AgentCanvasError, InvalidArgume
 from services.orchestrator.core import events as ev
 from services.orchestrator.core import sessions
 from services.orchestrator.core.context import Services
-from services.orchestrator.core.dsl.validate import load_for_run
 from services.orchestrator.core.dsl.model import CanvasSpec
+from services.orchestrator.core.dsl.validate import load_for_run
 from services.orchestrator.core.feed import RunFeed
 from services.orchestrator.core.journal import Journal, JournalFailed
 from services.orchestrator.core.ports import Lease, RunError, RunRecord, RunStatus, RunStore, Step, Usage
