@@ -119,6 +119,14 @@ def _run_request(args: argparse.Namespace) -> orchestrator_pb2.RunCanvasRequest:
     return request
 
 
+def text_delivery(as_json: bool, view: TerminalView) -> int:
+    """LIVE for --json (every event, MessageReset included) and a terminal; CONFIRMED when the answer goes to a
+    pipe or file, which cannot take text back: each answer then arrives once, whole."""
+    if as_json or view.live_text:
+        return orchestrator_pb2.TEXT_DELIVERY_LIVE
+    return orchestrator_pb2.TEXT_DELIVERY_CONFIRMED
+
+
 def _resume_hint(args: argparse.Namespace, run_id: str, session_id: str, fields: list[str]) -> str:
     """The command that continues a paused run (by its session when it has one, else by its id)."""
     words = ["agent-canvas", "run"]
@@ -149,11 +157,10 @@ def _parse_object(text: str, flag: str) -> dict:
     return value
 
 
-async def follow(batches, args: argparse.Namespace) -> int:
+async def follow(batches, args: argparse.Namespace, view: TerminalView) -> int:
     """Print a run's events as they arrive (`--json` lines or the live view) and return the exit code: 0 for a
     succeeded or paused run (with the command that continues a paused one on stderr), 1 otherwise. Shared by
     `run` and `runs tail`, so that a replay prints exactly what the live run printed."""
-    view = TerminalView()
     final = None
     run_id = session_id = ""
     waiting: list[str] = []
@@ -179,8 +186,10 @@ async def run(config: Config, args: argparse.Namespace) -> int:
     stack = await open_stack(config, ["orchestrator"], mode=args.mode)
     try:
         stub = orchestrator_pb2_grpc.OrchestratorStub(stack.channel("orchestrator"))
+        view = TerminalView()
+        request.text_delivery = text_delivery(args.json, view)
         # The batched stream: the same events, fewer messages (one per commit of the run).
-        return await follow(stub.RunCanvasBatched(request, metadata=stack.metadata()), args)
+        return await follow(stub.RunCanvasBatched(request, metadata=stack.metadata()), args, view)
     finally:
         await stack.close()
 

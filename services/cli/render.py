@@ -69,6 +69,9 @@ class TerminalView:
         self.err = err if err is not None else sys.stderr
         out = self.out
         self.color = out.isatty() if color is None else color
+        self.live_text = out.isatty()
+        """Whether the answer streams as it comes (TEXT_DELIVERY_LIVE): on a terminal, where a reader sees a
+        takeover's restart marked. Piped output asks for TEXT_DELIVERY_CONFIRMED (each answer once, whole)."""
         self._in_text = False
         self._in_think = False
 
@@ -115,6 +118,15 @@ class TerminalView:
             self.out.flush()
         elif kind == "message_end":
             self._end_line()
+        elif kind == "message_reset":
+            # A takeover started this Message again: what it printed so far is void. A terminal cannot take
+            # it back, so the restart is marked and the new attempt's text starts on its own line.
+            self._end_line()
+            self.out.write(self._style(DIM, f"↺ {payload.component_id} restarted (attempt {payload.attempt}); "
+                                            "the text above is superseded") + "\n")
+            self.out.flush()
+        elif kind == "event_unreadable":
+            self._progress(self._style(RED, f"  ! event {event.seq}: {payload.error.message}"))
         elif kind == "user_inputs_required":
             fields = ", ".join(payload.inputs.keys()) or "(none)"
             self._progress(f"⏸ waiting for input: {fields}" + (f" — {payload.tips}" if payload.tips else ""))

@@ -23,9 +23,9 @@ from agentcanvas.v1 import (
 )
 from google.protobuf import json_format
 
-from services.cli.commands import follow
+from services.cli.commands import follow, text_delivery
 from services.cli.files import load_document
-from services.cli.render import utf8_output
+from services.cli.render import TerminalView, utf8_output
 from services.cli.stack import open_stack
 from services.common.errors import FailedPreconditionError, InvalidArgumentError
 from services.common.settings import Config
@@ -280,8 +280,10 @@ async def runs(config: Config, args: argparse.Namespace) -> int:
     try:
         stub = orchestrator_pb2_grpc.OrchestratorStub(stack.channel("orchestrator"))
         if args.runs_command == "tail":
-            request = orchestrator_pb2.StreamRunEventsRequest(run_id=args.run_id, after_seq=args.after_seq)
-            return await follow(stub.StreamRunEventsBatched(request, metadata=stack.metadata()), args)
+            view = TerminalView()
+            request = orchestrator_pb2.StreamRunEventsRequest(run_id=args.run_id, after_seq=args.after_seq,
+                                                              text_delivery=text_delivery(args.json, view))
+            return await follow(stub.StreamRunEventsBatched(request, metadata=stack.metadata()), args, view)
         run = await stub.CancelRun(orchestrator_pb2.CancelRunRequest(run_id=args.run_id), metadata=stack.metadata())
         if run.status in TERMINAL and run.status != common_pb2.RUN_STATUS_CANCELLED:
             raise FailedPreconditionError(f"run {run.id} already ended ({status_name(run.status)}); nothing to cancel",
