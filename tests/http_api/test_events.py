@@ -79,3 +79,18 @@ def test_the_answer_folds_text_reference_and_usage_into_the_last_message_end():
     assert result["event"] == "message_end" and result["data"]["content"] == "Hello"
     assert result["data"]["reasoning"] == "why" and result["data"]["reference"]["chunks"]["3"]["id"] == "c9"
     assert result["data"]["usage"]["total_tokens"] == 3
+
+
+def test_a_takeover_reset_drops_only_the_superseded_attempts_text():
+    answer = Answer(EventMapper("s1"))
+    started = orchestrator_pb2.NodeStarted(component_id="m")
+    for item in (event(1, node_started=started),
+                 event(2, message_delta=orchestrator_pb2.MessageDelta(component_id="m", content="First pass. ")),
+                 event(3, node_finished=orchestrator_pb2.NodeFinished(component_id="m")),
+                 event(4, node_started=started),
+                 event(5, message_delta=orchestrator_pb2.MessageDelta(component_id="m", content="Sec")),
+                 event(6, message_reset=orchestrator_pb2.MessageReset(component_id="m", attempt=2)),
+                 event(7, node_started=started),
+                 event(8, message_delta=orchestrator_pb2.MessageDelta(component_id="m", content="Second pass.")), END):
+        answer.add(item)
+    assert answer.result()["data"]["content"] == "First pass. Second pass."

@@ -126,6 +126,7 @@ class GrpcBackend:
         """The run's events grouped as the orchestrator commits them (RunCanvasBatched): one write per group."""
         return self._batches(self._orchestrator.RunCanvasBatched(request, metadata=self._metadata()))
 
-    def events(self, run_id: str, after_seq: int) -> AsyncIterator[list[orchestrator_pb2.RunEvent]]:
-        request = orchestrator_pb2.StreamRunEventsRequest(run_id=run_id, after_seq=after_seq)
+    def events(self, run_id: str, after_seq: int,
+               text_delivery: int = orchestrator_pb2.TEXT_DELIVERY_LIVE) -> AsyncIterator[list[orchestrator_pb2.RunEvent]]:
+        request = orchestrator_pb2.StreamRunEventsRequest(run_id=run_id, after_seq=after_seq, text_delivery=text_delivery)
         return self._batches(self._orchestrator.StreamRunEventsBatched(request, metadata=self._metadata()))

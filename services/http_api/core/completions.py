@@ -214,7 +214,8 @@ class Completions:
             forward = True if forward_all is None else forward_all
         run_request = orchestrator_pb2.RunCanvasRequest(canvas_id=request.agent_id, query=request.query,
                                                         inputs=to_struct(request.inputs), session_id=session_id,
-                                                        user_id=request.user_id)
+                                                        user_id=request.user_id,
+                                                        text_delivery=_text_delivery(request))
         mapper = EventMapper(session_id=session_id, forward_all=forward, return_trace=request.return_trace)
         events = self.backend.run(run_request)
         first = await self._first(events, not_found="Agent not found.")
@@ -232,7 +233,7 @@ class Completions:
             run_id = await self._latest_run(session_id)
         forward = (not request.session_id) if forward_all is None else forward_all
         mapper = EventMapper(session_id=session_id, forward_all=forward, return_trace=request.return_trace)
-        events = self.backend.events(run_id, request.last_event_id or 0)
+        events = self.backend.events(run_id, request.last_event_id or 0, _text_delivery(request))
         first = await self._first(events, not_found=f"Run {run_id} not found.")
         if first and first[0].session_id and session_id and first[0].session_id != session_id:
             raise ApiError(RetCode.OPERATING_ERROR, "Session does not belong to the requested run.", data=False)
@@ -256,3 +257,12 @@ class Completions:
 
 def failed(status: int) -> bool:
     return status in (common_pb2.RUN_STATUS_FAILED, common_pb2.RUN_STATUS_CANCELLED)
+
+
+def _text_delivery(request: CompletionRequest) -> int:
+    """An SSE reader appends every `message` it gets and cannot take text back, so a stream asks for each attempt's
+    text only once that attempt is known to stand (a Message restarted after a takeover would otherwise show its
+    opening twice). A whole answer is assembled here, where a MessageReset can still drop the superseded text."""
+    if request.stream:
+        return orchestrator_pb2.TEXT_DELIVERY_CONFIRMED
+    return orchestrator_pb2.TEXT_DELIVERY_LIVE

@@ -118,11 +118,8 @@ class EventMapper:
             return self.envelope(event, "node_finished", data)
         if kind == "workflow_finished":
             return self._finished(event)
-        # TODO(#23, MessageReset): when the orchestrator re-runs a Message's attempt after a takeover it
-        # sends `message_reset` (not in our stubs yet). RAGFlow's stream cannot take text back, so a
-        # reader would show the superseded attempt's text twice: once #23 lands, ask the orchestrator
-        # for TEXT_DELIVERY_CONFIRMED on SSE routes (or drop `message_reset` here and document the
-        # duplicate); `Answer.add` already drops the superseded text from non-streamed answers.
+        # message_reset: streams ask for TEXT_DELIVERY_CONFIRMED and never get one; a whole answer drops the
+        # superseded text in `Answer.add`. RAGFlow has no such event to forward.
         if not self.forward_all:
             return None
         if kind == "workflow_started":
@@ -162,6 +159,8 @@ class Answer:
     final: dict[str, Any] | None = None
     paused: dict[str, Any] | None = None
     parts: list[tuple[str, str]] = field(default_factory=list)
+    attempt_starts: dict[str, int] = field(default_factory=dict)
+    """Per component, where in `parts` its latest attempt's text begins (a MessageReset voids what follows)."""
     reasoning: str = ""
     reference: dict[str, Any] = field(default_factory=dict)
     usage: dict[str, int] | None = None
@@ -180,9 +179,12 @@ class Answer:
             self.parts.append((event.message_delta.component_id, event.message_delta.content))
         elif kind == "think_delta":
             self.reasoning += event.think_delta.content
-        elif kind == "message_reset":  # #23: the superseded attempt's text is void
-            component = getattr(getattr(event, kind), "component_id", "")
-            self.parts = [(cid, text) for cid, text in self.parts if cid != component]
+        elif kind == "node_started":
+            self.attempt_starts[event.node_started.component_id] = len(self.parts)
+        elif kind == "message_reset":  # a takeover restarts the Message: its superseded attempt's text is void
+            component = event.message_reset.component_id
+            start = self.attempt_starts.get(component, 0)
+            self.parts = self.parts[:start] + [(cid, text) for cid, text in self.parts[start:] if cid != component]
         elif kind == "message_end":
             reference = from_struct(event.message_end.reference) if event.message_end.HasField("reference") else {}
             if reference.get("chunks") or reference.get("doc_aggs"):
