@@ -7,11 +7,14 @@ with NodeError.
 
 from __future__ import annotations
 
+from services.common.logging import redact_text
+
 
 class NodeError(Exception):
     """A component failed. `retryable` errors are retried under the node's max_retries."""
 
     def __init__(self, message: str, *, reason: str = "COMPONENT_ERROR", retryable: bool = False):
+        message = redact_text(message)  # it quotes exceptions and upstream text; it ends up in events and the store
         super().__init__(message)
         self.message = message
         self.reason = reason

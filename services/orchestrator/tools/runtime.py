@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
+from services.common.logging import register_secrets
 from services.orchestrator.tools.citations import ReferenceBucket
 from services.orchestrator.tools.config import ToolsSettings
 
@@ -36,6 +37,7 @@ class ToolRuntime:
 
     def __init__(self, settings: ToolsSettings, *, max_threads: int = 4):
         self.settings = settings
+        register_secrets(settings.secret_values())  # upstream errors quoting them are masked (tools/errors.py)
         self.http = httpx.AsyncClient(
             headers={"User-Agent": settings.http.user_agent},
             follow_redirects=False,
