@@ -21,6 +21,17 @@ class NodeError(Exception):
         self.retryable = retryable
 
 
+class ModelCallError(NodeError):
+    """A model call failed after the gateway's own retries. `model` is the llm_id asked for; `kind` the typed
+    reason: the gateway's ChatErrorKind without its prefix (AUTH, SERVER, RATE_LIMITED, ...) or, when the call
+    itself was refused, the status reason. When the node fails with it for good, the runner logs one WARNING."""
+
+    def __init__(self, message: str, *, model: str, kind: str, retryable: bool):
+        super().__init__(message, reason="MODEL_ERROR", retryable=retryable)
+        self.model = model
+        self.kind = kind
+
+
 class NodeTimeoutError(NodeError):
     def __init__(self, node_id: str, seconds: float):
         super().__init__(f"{node_id} timed out after {seconds:g}s", reason="COMPONENT_TIMEOUT", retryable=True)
