@@ -58,6 +58,14 @@ def clip_chars(text: str, max_chars: int, max_bytes: int | None = None) -> str:
     return clip_utf8(text, max_bytes if max_bytes is not None else 4 * max_chars)
 
 
+def with_article(word: str) -> str:
+    """`word` after its indefinite article, for messages that name a kind: "an agent", "a dataflow", "an LLM".
+    By the first letter (and all-capital initialisms spelled out), which is right for the words messages name."""
+    initialism = len(word) > 1 and word.isupper()
+    vowel = word[:1].lower() in ("aeiou" if not initialism else "aefhilmnorsx")
+    return f"{'an' if vowel else 'a'} {word}"
+
+
 @dataclass(frozen=True)
 class FieldViolation:
     """One bad field: `field` is a path such as "canvas.title" or "components.Agent:0.params.llm_id"."""

@@ -93,3 +93,10 @@ def test_an_error_quoting_a_configured_secret_carries_it_masked():
     assert error.message == "HTTP 401: bad key ***" and error.metadata == {"body": "***"} and "upstream-echoed" not in str(error)
     bad = InvalidArgumentError("x", violations=[FieldViolation("mcp[0]", "unreachable: upstream-echoed-key-77")])
     assert bad.violations[0].description == "unreachable: ***"
+
+
+def test_messages_name_kinds_with_the_right_article():
+    from services.common.errors import with_article
+
+    assert [with_article(w) for w in ("agent", "dataflow", "Iteration", "assistant", "tool", "LLM", "SQL", "MCP", "mysql")] == [
+        "an agent", "a dataflow", "an Iteration", "an assistant", "a tool", "an LLM", "an SQL", "an MCP", "a mysql"]

@@ -27,7 +27,7 @@ from services.canvas_store.core.ids import new_etag, new_id, now_ms
 from services.canvas_store.core.policy import Action, Caller, permits
 from services.canvas_store.core.validation import case_key, same_request
 from services.canvas_store.core.types import Canvas, Category, DslChange, Permission, Revision
-from services.common.errors import AbortedError, AlreadyExistsError
+from services.common.errors import AbortedError, AlreadyExistsError, with_article
 from services.common.lru import LRU
 
 logger = logging.getLogger(__name__)
@@ -405,7 +405,7 @@ class CanvasRepository:
     @staticmethod
     def _title_taken(canvas: Canvas) -> AlreadyExistsError:
         return AlreadyExistsError(
-            f"a {canvas.category.value.lower()} canvas titled {canvas.title!r} already exists for this owner",
+            f"{with_article(canvas.category.value.lower())} canvas titled {canvas.title!r} already exists for this owner",
             reason="CANVAS_TITLE_TAKEN", metadata={"field": "canvas.title"})
 
     def _check_title_free(self, conn: Connection, canvas: Canvas, exclude_id: str | None) -> None:
