@@ -25,6 +25,11 @@ _SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|authorization|cred
 _SECRET_VALUE = re.compile(r"(sk-[A-Za-z0-9_\-]{8,}|tvly-[A-Za-z0-9_\-]{6,}|Bearer\s+[A-Za-z0-9._\-]+)")
 _RESERVED = set(vars(logging.makeLogRecord({})).keys()) | {"message", "asctime"}
 
+_PLAIN_HEADERS = frozenset({"accept", "accept-language", "content-type", "user-agent"})
+"""Headers that carry no credential: their values ("application/json") are not secrets to mask."""
+_NOT_A_VALUE = (".file", "_file", "_path", "_dir")
+"""Names of settings or variables that say where a secret is, not what it is (`token_file`, `DB_PASSWORD_FILE`)."""
+
 MIN_SECRET_LENGTH = 8
 """Shorter configured values are not masked: masking "false" or "1" would garble every text, and a real
 key or password is longer."""
@@ -53,8 +58,8 @@ def config_secret_values(raw: Mapping[str, Any], env: Mapping[str, str]) -> set[
 
     - a value under a key naming a secret (`api_key`, `token`, `password`, `authorization`, ...);
     - the variable a `*_env` key names (`api_key_env: TAVILY_API_KEY`, `token_env`, `url_env`);
-    - every value of a `headers` mapping (MCP servers send credentials there), and the credential
-      after a scheme such as `Bearer`;
+    - every value of a `headers` mapping (MCP servers send credentials there) but Accept, Content-Type and
+      the like, and the credential after a scheme such as `Bearer`;
     - the password of any URL (`postgresql://user:password@host/db`);
     - every environment variable whose name names a secret (`TAVILY_API_KEY`, `OPENAI_API_KEY`,
       `AGENT_CANVAS_TOKEN`): tools and litellm read the conventional ones without any config key.
@@ -85,9 +90,10 @@ def config_secret_values(raw: Mapping[str, Any], env: Mapping[str, str]) -> set[
                 if name.endswith("_env") and isinstance(value, str):
                     add(env.get(value, ""))
                 elif name == "headers" and isinstance(value, Mapping):
-                    for header in value.values():
-                        add(str(header))
-                elif _SECRET_KEY.search(name) and isinstance(value, str) and not name.endswith("_file"):
+                    for header, header_value in value.items():
+                        if str(header).lower() not in _PLAIN_HEADERS:
+                            add(str(header_value))
+                elif _SECRET_KEY.search(name) and isinstance(value, str) and not name.lower().endswith(_NOT_A_VALUE):
                     add(value)
                 else:
                     walk(value)
@@ -99,7 +105,7 @@ def config_secret_values(raw: Mapping[str, Any], env: Mapping[str, str]) -> set[
 
     walk(raw)
     for name, value in env.items():
-        if _SECRET_KEY.search(name):
+        if _SECRET_KEY.search(name) and not name.lower().endswith(_NOT_A_VALUE):
             add(value)
     return found
 
