@@ -136,8 +136,22 @@ class ChildProcess:
     address: str
 
 
+SAFE_PATH = "-P"
+"""Python's flag that keeps the working directory (the `-m` module's "" entry) off sys.path. Without it a
+`secrets.py` or `grpc.py` in the directory `up` is started from would be imported by the services in place
+of the real modules. Not `-I`: that also drops PYTHONPATH and every PYTHON* variable deployments rely on,
+and user site-packages. Nor a fixed cwd: relative paths in the config (`--config ./x.yaml`, a SQLite file)
+are the caller's."""
+
+
+def service_command(service: str, config_path: str | None = None) -> list[str]:
+    """The command line of one service process."""
+    command = [sys.executable, SAFE_PATH, "-m", f"services.{service}"]
+    return command + ["--config", config_path] if config_path else command
+
+
 def spawn_processes(config: Config, services: Iterable[str] = SERVICES, *, config_path: str | None = None) -> list[ChildProcess]:
-    """Start each service as `python -m services.<name>` with the shared config and peer addresses."""
+    """Start each service as `python -P -m services.<name>` with the shared config and peer addresses."""
     children = []
     env = dict(os.environ)
     env.update(
@@ -154,9 +168,7 @@ def spawn_processes(config: Config, services: Iterable[str] = SERVICES, *, confi
     for service in BOOT_ORDER:
         if service not in services:
             continue
-        command = [sys.executable, "-m", f"services.{service}"]
-        if config_path:
-            command += ["--config", config_path]
+        command = service_command(service, config_path)
         child_env = dict(env, PORT=str(config.port(service, env={})))
         children.append(ChildProcess(service, subprocess.Popen(command, env=child_env), config.address(service)))
     return children

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from services.common.context import Identity
 from services.common.errors import InvalidArgumentError, UnauthenticatedError
+from services.common.logging import register_secrets
 from services.common.settings import Config
 
 AUTHORIZATION = "authorization"
@@ -67,6 +68,7 @@ class TokenAuthenticator:
     def from_config(cls, config: Config, env: Mapping[str, str] | None = None) -> "TokenAuthenticator":
         env = os.environ if env is None else env
         entries: list[tuple[bytes, Identity]] = []
+        tokens: list[str] = []
         auth = config.section("auth")
         for index, item in enumerate(auth.get("tokens") or []):
             where = f"auth.tokens[{index}]"
@@ -86,9 +88,12 @@ class TokenAuthenticator:
                 raise InvalidArgumentError.for_field(where, "needs token, token_env or token_file")
             identity = Identity(str(item.get("tenant", LOCAL_TENANT)), str(item.get("user", LOCAL_USER)), str(item.get("role", "user")))
             entries.append((_digest(str(token)), identity))
+            tokens.append(str(token))
         if auth.get("embedded", True):
             token = ensure_local_token(config.data_dir)
             entries.append((_digest(token), Identity(LOCAL_TENANT, LOCAL_USER, "service")))
+            tokens.append(token)
+        register_secrets(tokens)  # a token_file's or the local token is not in the config to find
         return cls(tuple(entries))
 
     def authenticate(self, metadata: Iterable[tuple[str, str | bytes]]) -> tuple[Identity, str]:

@@ -6,7 +6,8 @@
 
 Process-wide, `run_service` also picks the event loop (`<section>.event_loop`; the store's default is
 uvloop, see event_loops.py), installs tracing and serves Prometheus metrics on the side port
-`<section>.metrics_port` (or METRICS_PORT). Health (grpc.health.v1) reports NOT_SERVING until `definition.start()` has finished (the gateway
+`<section>.metrics_port` (or METRICS_PORT), on the service's listen host unless `<section>.metrics_host`
+says otherwise. Health (grpc.health.v1) reports NOT_SERVING until `definition.start()` has finished (the gateway
 imports litellm there), then SERVING for "" and for every proto service name. On SIGTERM or SIGINT:
 health flips to NOT_SERVING, `definition.stop()` drains domain work, and `server.stop(grace)` lets
 open streams finish.
@@ -106,6 +107,9 @@ async def start_server(
     reflection_enabled: bool = True,
 ) -> RunningServer:
     """Build, bind and start the server; returns once it accepts connections."""
+    # Every secret the configuration holds or names is masked wherever upstream text is quoted (logs,
+    # errors, events): services.common.logging.
+    structured_logging.register_config_secrets(config.raw, os.environ)
     authenticator = authenticator or TokenAuthenticator.from_config(config)
     server = grpc.aio.server(
         interceptors=[ServerInterceptor(authenticator)],
@@ -162,11 +166,17 @@ def listen_host(explicit: str | None, env: Mapping[str, str] = os.environ) -> st
     return explicit or env.get(LISTEN_HOST_ENV) or "0.0.0.0"
 
 
+def metrics_host(section: Mapping[str, object], service_host: str) -> str:
+    """Where the Prometheus side port listens: `<section>.metrics_host`, else the service's own listen host
+    (under `up`, 127.0.0.1: the metrics are no more exposed than the service)."""
+    return str(section.get("metrics_host") or service_host)
+
+
 def run_service(definition: ServiceDefinition, config: Config, *, host: str | None = None, port: int | None = None) -> int:
     """Run until SIGTERM/SIGINT, drain, and return the exit code (0 on a clean drain)."""
     host = listen_host(host)
     log = config.section("log")
-    structured_logging.configure(str(log.get("level", "INFO")), str(log.get("format", "json")))
+    structured_logging.configure(str(log.get("level", "INFO")), str(log.get("format", "json")), service=definition.name)
     section_name = SECTION_BY_SERVICE[definition.name]
     section = config.section(section_name)
     grace = float(section.get("shutdown_grace_s", 20))
@@ -175,9 +185,10 @@ def run_service(definition: ServiceDefinition, config: Config, *, host: str | No
                                                 f"{section_name}.event_loop", uvloop_allowed=definition.uvloop_allowed)
         authenticator = TokenAuthenticator.from_config(config)
     telemetry.configure_tracing(definition.name, config)
-    metrics_port = telemetry.start_metrics_server(int(os.environ.get("METRICS_PORT") or section.get("metrics_port", 0)))
+    metrics_at = metrics_host(section, host)
+    metrics_port = telemetry.start_metrics_server(int(os.environ.get("METRICS_PORT") or section.get("metrics_port", 0)), metrics_at)
     if metrics_port:
-        logger.info("%s metrics on :%d/metrics", definition.name, metrics_port)
+        logger.info("%s metrics on %s:%d/metrics", definition.name, metrics_at, metrics_port)
 
     async def main() -> int:
         running = await start_server(definition, config, host=host, port=config.port(definition.name) if port is None else port,

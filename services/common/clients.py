@@ -59,6 +59,11 @@ def create_channel(target: str) -> grpc.aio.Channel:
     return grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
 
 
+POLL_HEADER = "x-agentcanvas-poll"
+"""Metadata (value "1") on a background poll that usually finds nothing: the server gives a successful one no
+span and no INFO access line (interceptors.POLL_METHODS lists the methods where it is honoured)."""
+
+
 def outbound_metadata(own_token: str | None = None, *, on_behalf_of: str | None = None) -> list[tuple[str, str]]:
     """Metadata for a call to a peer.
 

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from services.common.logging import redact_text
+
 MAX_MESSAGE_BYTES = 1000
 """Status messages are clipped to this many UTF-8 bytes (at a character boundary)."""
 MAX_DESCRIPTION_CHARS = 150
@@ -56,6 +58,14 @@ def clip_chars(text: str, max_chars: int, max_bytes: int | None = None) -> str:
     return clip_utf8(text, max_bytes if max_bytes is not None else 4 * max_chars)
 
 
+def with_article(word: str) -> str:
+    """`word` after its indefinite article, for messages that name a kind: "an agent", "a dataflow", "an LLM".
+    By the first letter (and all-capital initialisms spelled out), which is right for the words messages name."""
+    initialism = len(word) > 1 and word.isupper()
+    vowel = word[:1].lower() in ("aeiou" if not initialism else "aefhilmnorsx")
+    return f"{'an' if vowel else 'a'} {word}"
+
+
 @dataclass(frozen=True)
 class FieldViolation:
     """One bad field: `field` is a path such as "canvas.title" or "components.Agent:0.params.llm_id"."""
@@ -68,18 +78,22 @@ class AgentCanvasError(Exception):
     """Root of every error agent-canvas raises on purpose.
 
     Args:
-        message: developer-facing English; never a secret or a stack trace.
+        message: developer-facing English; never a secret or a stack trace. It is redacted here
+            (services.common.logging.redact_text), because messages quote upstream text (an HTTP error
+            body, an MCP or provider error) that can echo a key, and they travel on into statuses,
+            RunEvents, store rows and the messages an Agent sends back to its model.
         reason: stable UPPER_SNAKE_CASE code sent as google.rpc.ErrorInfo.reason.
-        metadata: extra machine-readable context for ErrorInfo.metadata.
+        metadata: extra machine-readable context for ErrorInfo.metadata (redacted too).
     """
 
     default_reason = "ERROR"
 
     def __init__(self, message: str, *, reason: str | None = None, metadata: dict[str, str] | None = None):
+        message = redact_text(message)
         super().__init__(message)
         self.message = message
         self.reason = reason or self.default_reason
-        self.metadata = dict(metadata or {})
+        self.metadata = {key: redact_text(value) if isinstance(value, str) else value for key, value in (metadata or {}).items()}
 
 
 class InvalidArgumentError(AgentCanvasError):
@@ -96,7 +110,7 @@ class InvalidArgumentError(AgentCanvasError):
         metadata: dict[str, str] | None = None,
     ):
         super().__init__(message, reason=reason, metadata=metadata)
-        self.violations = list(violations or [])
+        self.violations = [FieldViolation(v.field, redact_text(v.description)) for v in violations or []]
 
     @classmethod
     def for_field(cls, field_path: str, description: str, **kwargs) -> "InvalidArgumentError":

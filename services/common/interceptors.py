@@ -4,7 +4,8 @@ bootstrap.serve() installs one `ServerInterceptor`, which wraps each handler onc
 call) with the three concerns in this order:
 
 1. RequestContext: a server span (continuing W3C traceparent), request id, trace id and deadline into
-   contextvars; one access-log line and the RPC metrics per call.
+   contextvars; one access-log line and the RPC metrics per call (a background poll, POLL_HEADER: no span,
+   a DEBUG line).
 2. Authentication: bearer token -> Identity (UNAUTHENTICATED otherwise). Health and reflection are
    exempt so probes work without credentials.
 3. Error mapping: domain errors -> gRPC status with google.rpc details. The only broad catch in the
@@ -36,10 +37,16 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from services.common import context, errors, status, telemetry
 from services.common.auth import TokenAuthenticator
+from services.common.clients import POLL_HEADER
 
 logger = logging.getLogger(__name__)
 
 EXEMPT_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+
+# A call marked POLL_HEADER (clients.py) that succeeds gets no span and a DEBUG access line instead of INFO:
+# the orchestrator's takeover scan (ListRunRecords every 2 s on every replica) would otherwise fill the store's
+# log and the trace backend. Honoured only for these read-only methods, so no write can hide from the log.
+POLL_METHODS = frozenset({"/agentcanvas.v1.CanvasStore/ListRunRecords"})
 
 UnaryBehavior = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
 StreamBehavior = Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]]
@@ -80,6 +87,7 @@ class _RpcState:
     started: float
     span: Any
     token: Any
+    poll: bool = False
 
 
 class RequestContext:
@@ -99,7 +107,8 @@ class RequestContext:
     def before(self, method: str, metadata: dict[str, Any], ctx: grpc.aio.ServicerContext) -> _RpcState:
         span = token = None
         trace_id = ""
-        if telemetry.exporting():
+        poll = method in POLL_METHODS and metadata.get(POLL_HEADER) == "1"
+        if telemetry.exporting() and not poll:
             parent = telemetry.extract_context(metadata)
             span = telemetry.tracer().start_span(method, context=parent, kind=SpanKind.SERVER)
             token = otel_context.attach(trace.set_span_in_context(span, parent))
@@ -109,7 +118,7 @@ class RequestContext:
         context.request_id_var.set(str(metadata.get("x-request-id") or context.new_span_id()))
         remaining = ctx.time_remaining()
         context.deadline_var.set(time.monotonic() + remaining if remaining is not None else None)
-        return _RpcState(time.perf_counter(), span, token)
+        return _RpcState(time.perf_counter(), span, token, poll)
 
     def after(self, method: str, state: _RpcState, outcome: str, ctx: grpc.aio.ServicerContext) -> None:
         code = ctx.code()
@@ -130,9 +139,10 @@ class RequestContext:
             state.span.end()
             with contextlib.suppress(ValueError):  # detaching from another context is harmless here
                 otel_context.detach(state.token)
-        if logger.isEnabledFor(logging.INFO):
-            logger.info("rpc %s %s", method, code_name,
-                        extra={"rpc_method": method, "code": code_name, "elapsed_ms": round(elapsed * 1000, 2)})
+        level = logging.DEBUG if state.poll and code_name == "OK" else logging.INFO
+        if logger.isEnabledFor(level):
+            logger.log(level, "rpc %s %s", method, code_name,
+                       extra={"rpc_method": method, "code": code_name, "elapsed_ms": round(elapsed * 1000, 2)})
 
 
 class Authentication:

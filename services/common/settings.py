@@ -42,7 +42,7 @@ DEFAULT_PORTS = {"canvas_store": 50051, "orchestrator": 50052, "llm_gateway": 50
 SECTION_BY_SERVICE = {"canvas_store": "store", "orchestrator": "orchestrator", "llm_gateway": "gateway", "sandbox": "sandbox",
                       "http_api": "http"}
 
-SERVER_KEYS = frozenset({"port", "shutdown_grace_s", "metrics_port", "event_loop"})
+SERVER_KEYS = frozenset({"port", "shutdown_grace_s", "metrics_port", "metrics_host", "event_loop"})
 """Keys of every service's section that the shared bootstrap reads (a service's own settings accept them)."""
 
 _NAMED_ENV = {
@@ -150,6 +150,10 @@ def _check(merged: Mapping[str, Any], env: Mapping[str, str]) -> None:
         for key in ("port", "metrics_port"):
             if section.get(key) is not None:
                 _port(section[key], f"{section_name}.{key}")
+        metrics_host = section.get("metrics_host")
+        if metrics_host is not None and (not isinstance(metrics_host, str) or not metrics_host.strip()):
+            raise InvalidArgumentError.for_field(f"{section_name}.metrics_host",
+                                                 f"must be a host or IP address to listen on, not {metrics_host!r}")
         grace = section.get("shutdown_grace_s")
         if grace is not None:
             try:

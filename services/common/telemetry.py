@@ -6,8 +6,8 @@ console when `telemetry.console: true`, and nowhere otherwise. The RPC intercept
 per call, continuing the caller's W3C traceparent; domain code adds spans with `span("node", ...)`.
 
 Metrics: `counter/histogram/gauge` create (once per process) Prometheus metrics prefixed
-`agentcanvas_`; `start_metrics_server(port)` serves them on a side HTTP port (`<section>.metrics_port`
-or METRICS_PORT; 0 disables it).
+`agentcanvas_`; `start_metrics_server(port, host)` serves them on a side HTTP port (`<section>.metrics_port`
+or METRICS_PORT; 0 disables it), on the service's listen host unless `<section>.metrics_host` names another.
 """
 
 from __future__ import annotations
@@ -128,8 +128,10 @@ def rpc_metrics() -> tuple[prometheus_client.Counter, prometheus_client.Histogra
     )
 
 
-def start_metrics_server(port: int, host: str = "0.0.0.0") -> int:
-    """Serve /metrics on a side port in a background thread; returns the bound port (0 = disabled)."""
+def start_metrics_server(port: int, host: str = "127.0.0.1") -> int:
+    """Serve /metrics on `host`:`port` in a background thread; returns the bound port (0 = disabled).
+    Services pass their own listen host (bootstrap.metrics_host), so metrics are never more exposed
+    than the service itself."""
     if port <= 0:
         return 0
     server, _thread = prometheus_client.start_http_server(port, addr=host)

@@ -94,7 +94,8 @@ async def test_validate_only_writes_nothing(store):
 async def test_duplicate_title_is_already_exists(store):
     title = unique_title()
     await create_canvas(store.alice, title=title)
-    await expect_code(create_canvas(store.alice, title=title.upper()), grpc.StatusCode.ALREADY_EXISTS)
+    taken = await expect_code(create_canvas(store.alice, title=title.upper()), grpc.StatusCode.ALREADY_EXISTS)
+    assert taken.details().startswith("an agent canvas titled")  # was "a agent canvas"
     # Another owner may use the same title.
     await create_canvas(store.bob, title=title)
 

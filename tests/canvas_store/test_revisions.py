@@ -29,6 +29,72 @@ async def test_unchanged_dsl_makes_no_revision(store):
     assert await _revision_ids(store, canvas.id) == [canvas.head_revision_id]
 
 
+async def test_a_no_op_update_keeps_the_head_and_the_etag(store):
+    created = await create_canvas(store.alice)
+    canvas = await store.alice.UpdateCanvas(pb.UpdateCanvasRequest(
+        canvas=pb.Canvas(id=created.id, etag=created.etag, description="same"),
+        update_mask=field_mask_pb2.FieldMask(paths=["description"])))
+    same = await _save(store, canvas, MINIMAL_DSL)
+    assert (same.head_revision_id, same.etag) == (canvas.head_revision_id, canvas.etag)  # the etag changed before
+    assert same.update_time == canvas.update_time
+    for path, value in (("description", "same"), ("title", canvas.title)):  # the quick path and the regular one
+        change = pb.Canvas(id=canvas.id, etag=canvas.etag, **{path: value})
+        unchanged = await store.alice.UpdateCanvas(pb.UpdateCanvasRequest(
+            canvas=change, update_mask=field_mask_pb2.FieldMask(paths=[path])))
+        assert unchanged.etag == canvas.etag, path
+    got = await store.alice.GetCanvas(pb.GetCanvasRequest(id=canvas.id))
+    assert got.etag == canvas.etag and got.head_revision_id == canvas.head_revision_id
+    # A stale etag is still refused, change or not.
+    stale = pb.Canvas(id=canvas.id, etag="0" * 32)
+    stale.dsl.CopyFrom(to_struct(MINIMAL_DSL))
+    await expect_code(store.alice.UpdateCanvas(pb.UpdateCanvasRequest(
+        canvas=stale, update_mask=field_mask_pb2.FieldMask(paths=["dsl"]))), grpc.StatusCode.ABORTED)
+    # A real change still gets a new etag.
+    changed = await store.alice.UpdateCanvas(pb.UpdateCanvasRequest(
+        canvas=pb.Canvas(id=canvas.id, etag=canvas.etag, description="other"),
+        update_mask=field_mask_pb2.FieldMask(paths=["description"])))
+    assert changed.etag != canvas.etag and changed.description == "other"
+
+
+async def test_rollback_to_the_head_changes_nothing(store):
+    canvas = await create_canvas(store.alice)
+    rolled = await store.alice.RollbackCanvas(pb.RollbackCanvasRequest(
+        canvas_id=canvas.id, revision_id=canvas.head_revision_id, etag=canvas.etag))
+    assert rolled.id == canvas.head_revision_id
+    got = await store.alice.GetCanvas(pb.GetCanvasRequest(id=canvas.id))
+    assert got.etag == canvas.etag and await _revision_ids(store, canvas.id) == [canvas.head_revision_id]
+    # Back to r1's DSL by hand (r3), then a rollback to r1: the head already holds that DSL.
+    r2 = await _save(store, got, dsl_variant(1))
+    r3 = await _save(store, r2, MINIMAL_DSL)
+    again = await store.alice.RollbackCanvas(pb.RollbackCanvasRequest(
+        canvas_id=canvas.id, revision_id=canvas.head_revision_id, etag=r3.etag))
+    assert again.id == r3.head_revision_id and again.content_hash == rolled.content_hash
+    got = await store.alice.GetCanvas(pb.GetCanvasRequest(id=canvas.id))
+    assert got.etag == r3.etag and len(await _revision_ids(store, canvas.id)) == 3
+
+
+async def test_an_older_dsl_set_again_is_a_new_head_revision_with_the_same_hash(store):
+    """What canvas_store.proto says of content_hash: only the head's own DSL is not saved again; a rollback to
+    r1, or an update back to r3's DSL, is a new revision (who set which DSL when) with that revision's hash."""
+    canvas = await create_canvas(store.alice)
+    r1 = canvas.head_revision_id
+    await store.alice.PublishCanvas(pb.PublishCanvasRequest(canvas_id=canvas.id))  # kept whatever the retention
+    canvas = await store.alice.GetCanvas(pb.GetCanvasRequest(id=canvas.id))
+    current = await _save(store, canvas, dsl_variant(2))
+    current = await _save(store, current, dsl_variant(3))
+    r3 = current.head_revision_id
+    rolled = await store.alice.RollbackCanvas(pb.RollbackCanvasRequest(canvas_id=canvas.id, revision_id=r1,
+                                                                       etag=current.etag))
+    current = await store.alice.GetCanvas(pb.GetCanvasRequest(id=canvas.id))
+    back = await _save(store, current, dsl_variant(3))
+    listed = {r.id: r for r in (await store.alice.ListRevisions(pb.ListRevisionsRequest(canvas_id=canvas.id))).revisions}
+    assert rolled.id not in (r1, r3) and back.head_revision_id not in (r1, r3, rolled.id)
+    assert listed[rolled.id].content_hash == listed[r1].content_hash
+    assert listed[back.head_revision_id].content_hash == listed[r3].content_hash
+    assert listed[back.head_revision_id].author_id == "alice" and listed[rolled.id].description == f"rollback of {r1}"
+    assert list(listed) == [back.head_revision_id, rolled.id, r3, r1]  # newest first (r2 fell to retention)
+
+
 async def test_revisions_are_immutable_snapshots_with_hashes(store):
     canvas = await create_canvas(store.alice)
     second = await _save(store, canvas, dsl_variant(1))

@@ -84,6 +84,7 @@ def test_a_data_dir_that_is_not_a_path_is_named(tmp_path, data_dir, capsys, monk
     ("store: {port: abc}\n", "store.port"),
     ("orchestrator: {port: 70000}\n", "orchestrator.port"),
     ("gateway: {metrics_port: -1}\n", "gateway.metrics_port"),
+    ("store: {metrics_host: 9464}\n", "store.metrics_host"),
     ("sandbox: {shutdown_grace_s: soon}\n", "sandbox.shutdown_grace_s"),
     ("log: {level: LOUD}\n", "log.level"),
     ("log: {format: xml}\n", "log.format"),

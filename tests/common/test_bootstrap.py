@@ -164,3 +164,10 @@ def test_listen_host_is_explicit_then_the_environment_then_every_interface():
     assert listen_host("10.0.0.5", {LISTEN_HOST_ENV: "127.0.0.1"}) == "10.0.0.5"
     assert listen_host(None, {LISTEN_HOST_ENV: "127.0.0.1"}) == "127.0.0.1"
     assert listen_host(None, {}) == "0.0.0.0"
+
+
+def test_the_metrics_port_listens_where_the_service_does_unless_metrics_host_says_otherwise():
+    from services.common.bootstrap import metrics_host
+
+    assert metrics_host({}, "127.0.0.1") == "127.0.0.1"  # was 0.0.0.0 whatever the service's host
+    assert metrics_host({"metrics_host": "0.0.0.0"}, "127.0.0.1") == "0.0.0.0"

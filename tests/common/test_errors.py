@@ -82,3 +82,21 @@ def test_tolerant_deserializer_turns_decode_failures_into_a_marker():
     bad = decode(b"\xff\xff\xff")
     assert isinstance(bad, UndecodableRequest) and bad.error is not None
     assert tolerant_deserializer(None) is None
+
+
+def test_an_error_quoting_a_configured_secret_carries_it_masked():
+    from services.common.errors import FieldViolation, InvalidArgumentError, UnavailableError
+    from services.common.logging import register_secrets
+
+    register_secrets(["upstream-echoed-key-77"])
+    error = UnavailableError("HTTP 401: bad key upstream-echoed-key-77", metadata={"body": "upstream-echoed-key-77"})
+    assert error.message == "HTTP 401: bad key ***" and error.metadata == {"body": "***"} and "upstream-echoed" not in str(error)
+    bad = InvalidArgumentError("x", violations=[FieldViolation("mcp[0]", "unreachable: upstream-echoed-key-77")])
+    assert bad.violations[0].description == "unreachable: ***"
+
+
+def test_messages_name_kinds_with_the_right_article():
+    from services.common.errors import with_article
+
+    assert [with_article(w) for w in ("agent", "dataflow", "Iteration", "assistant", "tool", "LLM", "SQL", "MCP", "mysql")] == [
+        "an agent", "a dataflow", "an Iteration", "an assistant", "a tool", "an LLM", "an SQL", "an MCP", "a mysql"]

@@ -86,9 +86,18 @@ def test_scrub_removes_llama_cpp_settings_case_insensitively():
 
 def test_the_child_is_started_through_our_wrapper_without_interrupts():
     command = server_command(Path("/m.gguf"), 1234, 2048)
-    assert command[1:3] == ["-m", "services.llm_gateway.adapters.embedded_server"]
+    assert command[1:4] == ["-P", "-m", "services.llm_gateway.adapters.embedded_server"]
     assert command[command.index("--port") + 1] == "1234" and command[command.index("--host") + 1] == "127.0.0.1"
     assert command[command.index("--interrupt_requests") + 1] == "False"
+
+
+def test_a_module_planted_in_the_working_directory_is_not_imported_by_the_child(tmp_path):
+    """The child runs in the gateway's working directory: a `services.py` there would shadow the package."""
+    (tmp_path / "services.py").write_text("import pathlib\npathlib.Path(__file__).with_name('imported').write_text('x')\n")
+    env = {**os.environ, PARENT_PID_ENV: str(2**22 + 7)}  # exit as soon as the wrapper runs
+    done = subprocess.run(server_command(Path("/none.gguf"), 1, 512), cwd=tmp_path, env=env, capture_output=True, timeout=60)
+    assert done.returncode == EXIT_PARENT_GONE, done.stderr.decode()
+    assert not (tmp_path / "imported").exists()
 
 
 def test_the_child_exits_when_its_parent_is_already_gone():

@@ -344,7 +344,7 @@ class CanvasService:
         target = self._revision(canvas, revision_id)
         assert target.dsl is not None
         change = DslChange(dsl=target.dsl, content_hash=target.content_hash, author_id=caller.user_id,
-                           description=f"rollback of {target.id}", force_new_revision=target.id != canvas.head_revision_id)
+                           description=f"rollback of {target.id}")
         updated = self._canvases.update_canvas(canvas, etag, {}, change)
         return self._revision(updated, updated.head_revision_id)
 

@@ -80,13 +80,13 @@ class Canvas:
 
 @dataclass(frozen=True)
 class DslChange:
-    """A new head DSL: saved as a new revision unless it equals the head's content (or forced, for rollback)."""
+    """A new head DSL: saved as a new revision unless it equals the head's content (canvas_store.proto,
+    CanvasRevision.content_hash)."""
 
     dsl: JsonObject
     content_hash: str
     author_id: str
     description: str = ""
-    force_new_revision: bool = False
 
 
 @dataclass

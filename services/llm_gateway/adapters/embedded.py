@@ -58,7 +58,8 @@ def server_command(model_path: Path, port: int, n_ctx: int) -> list[str]:
     which strips llama_cpp's settings variables (PORT, HOST, MODEL, ...) from the environment and arms the
     parent-death signal. `--interrupt_requests False`: overlapping requests queue on the model instead of the
     newest one cutting off the stream in progress (llama_cpp.server's default)."""
-    return [sys.executable, "-m", SERVER_MODULE, "--model", str(model_path), "--host", "127.0.0.1",
+    # -P: the gateway's working directory is never on the child's sys.path (see services/cli/stack.py).
+    return [sys.executable, "-P", "-m", SERVER_MODULE, "--model", str(model_path), "--host", "127.0.0.1",
             "--port", str(port), "--model_alias", EMBEDDED_MODEL_NAME, "--n_ctx", str(n_ctx),
             "--interrupt_requests", "False", "--verbose", "False"]
 

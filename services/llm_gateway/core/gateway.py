@@ -21,7 +21,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from services.common import context as request_context
-from services.common.errors import FailedPreconditionError, InvalidArgumentError, UnavailableError, ViolationCollector
+from services.common.errors import (FailedPreconditionError, InvalidArgumentError, UnavailableError, ViolationCollector,
+                                    with_article)
 from services.llm_gateway.core import context, history, observe, structured, think, thinking_blocks, tools
 from services.llm_gateway.core.markers import MarkerFilter, MarkerSet
 from services.llm_gateway.core.policy import apply as apply_policy
@@ -212,7 +213,7 @@ class LlmGateway:
                 if "image_url" in part and not part["image_url"]:
                     problems.add(f"messages[{i}].parts[{j}]", "must set text or a non-empty image_url")
                 elif "image_url" in part and message.role != "user":  # no provider takes images on other turns
-                    problems.add(f"messages[{i}].parts[{j}]", f"images go on user turns only, not on a {message.role} turn")
+                    problems.add(f"messages[{i}].parts[{j}]", f"images go on user turns only, not on {with_article(message.role)} turn")
             if message.role == "tool" and not message.tool_call_id:
                 problems.add(f"messages[{i}].tool_call_id", "is required on a tool turn (the id of the call it answers)")
             for j, call in enumerate(message.tool_calls):

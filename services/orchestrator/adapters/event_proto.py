@@ -7,6 +7,7 @@ from typing import Any
 from agentcanvas.v1 import common_pb2, orchestrator_pb2
 from google.protobuf import json_format
 
+from services.common.logging import redact_text
 from services.common.structs import from_struct, to_struct
 from services.orchestrator.core.events import Event
 
@@ -51,8 +52,9 @@ def _payload(kind: str, data: dict[str, Any]):
             continue
         if key in structs:
             values[key] = to_struct(value if isinstance(value, dict) else {"value": value})
-        elif key == "error":
-            values[key] = common_pb2.ErrorDetail(**{k: v for k, v in value.items() if k in _ERROR_FIELDS})
+        elif key == "error":  # the message quotes upstream text: masked once more where it enters the event
+            values[key] = common_pb2.ErrorDetail(**{k: redact_text(v) if k == "message" else v
+                                                    for k, v in value.items() if k in _ERROR_FIELDS})
         elif key == "usage":
             values[key] = common_pb2.TokenUsage(**{k: v for k, v in value.items() if k in _USAGE_FIELDS})
         elif key == "downloads":

@@ -17,7 +17,7 @@ from agentcanvas.v1 import canvas_store_pb2, canvas_store_pb2_grpc, common_pb2, 
 
 from services.common import status
 from services.common.errors import AbortedError, FailedPreconditionError
-from services.common.clients import call_timeout
+from services.common.clients import POLL_HEADER, call_timeout
 from services.common.lru import LRU
 from services.common.structs import from_struct, to_struct
 from services.orchestrator.adapters.event_proto import from_proto, to_proto
@@ -175,7 +175,9 @@ class GrpcRunStore(PeerClient):
     async def list_orphaned_runs(self, limit: int = 20) -> list[RunRecord]:
         request = canvas_store_pb2.ListRunRecordsRequest(
             statuses=[common_pb2.RUN_STATUS_PENDING, common_pb2.RUN_STATUS_RUNNING], lease_expired_only=True, page_size=limit)
-        reply = await self._call("ListRunRecords", request)
+        # The takeover scan runs every few seconds on every replica: marked as a poll, the store gives it
+        # no span and no INFO line (services.common.clients.POLL_HEADER).
+        reply = await self._call("ListRunRecords", request, [*self._metadata(), (POLL_HEADER, "1")])
         return [_record_from_proto(r) for r in reply.runs]
 
     async def acquire_lease(self, run_id: str, holder: str, ttl_ms: int) -> Lease:

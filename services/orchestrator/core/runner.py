@@ -23,7 +23,7 @@ from services.orchestrator.core.components import registry
 from services.orchestrator.core.components.base import Outcome
 from services.orchestrator.core.context import Frame, NodeContext, Services
 from services.orchestrator.core.dsl.model import CanvasSpec
-from services.orchestrator.core.errors import NodeError, NodeTimeoutError
+from services.orchestrator.core.errors import ModelCallError, NodeError, NodeTimeoutError
 from services.orchestrator.core.journal import Journal, JournalFailed
 from services.orchestrator.core.ports import Step, Usage
 from services.orchestrator.core.refs import UnknownReferenceError
@@ -360,6 +360,11 @@ class Execution:
                 logger.info("node %s attempt %d failed (%s); retrying in %.2fs", node_id, attempt, error.reason, delay)
                 await asyncio.sleep(delay)
                 continue
+            if isinstance(error, ModelCallError):  # otherwise only in RunEvents: an operator greps the log for it
+                run_id = self.state.spec.get("run_id", "")
+                logger.warning("run %s: node %s: model %s failed for good (%s): %s", run_id, node_id, error.model,
+                               error.kind, error.message, extra={"run_id": run_id, "component_id": node_id,
+                                                                 "model": error.model, "reason": error.kind})
             return NodeResult(node_id, error=error, attempt=attempt, elapsed_ms=elapsed, usage=ctx.usage)
 
     def _stream_opener(self, ctx: NodeContext, frontier: Frontier, relaunch: Callable[[], None]):

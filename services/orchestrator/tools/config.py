@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from services.common.errors import InvalidArgumentError
+from services.common.logging import config_secret_values
 from services.common.settings import Config
 
 # Section name -> (default base URL, default key env var or "" when the API needs no key).
@@ -195,6 +196,17 @@ class ToolsSettings:
 
     def web_api(self, section: str) -> WebApiSettings:
         return self.web[section]
+
+    def secret_values(self) -> set[str]:
+        """Every credential these settings resolved (keys from the file or the environment, database
+        URLs, the sandbox token, MCP headers and environment): what error texts must never show."""
+        resolved = {
+            "web": [{"api_key": api.api_key} for api in self.web.values()],
+            "databases": [db.url for db in self.exesql.databases.values()],  # their passwords
+            "code_exec": {"token": self.code_exec.token},
+            "mcp": [{"headers": dict(server.headers), "env": dict(server.env)} for server in self.mcp_servers.values()],
+        }
+        return config_secret_values(resolved, {})
 
     @classmethod
     def from_config(cls, config: Config, env: Mapping[str, str] | None = None) -> "ToolsSettings":

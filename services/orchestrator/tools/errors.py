@@ -9,10 +9,14 @@
     ├── ToolPermissionError   PERMISSION_DENIED    e.g. a write statement on a read-only database
     └── ToolExecutionError    FAILED_PRECONDITION  the tool ran but its work failed (code raised, SQL error)
 
-Messages never contain keys or passwords: only tool, setting and HTTP-status names.
+Messages never contain keys or passwords. Those written here name only tools, settings and HTTP
+statuses; the upstream text some of them quote (an API's error body, an MCP server's error) is redacted
+by AgentCanvasError with every configured secret (ToolRuntime registers the tools' keys and headers).
 """
 
 from __future__ import annotations
+
+from services.common.logging import redact_text
 
 from services.common.errors import (
     AgentCanvasError,
@@ -34,7 +38,7 @@ class ToolError(AgentCanvasError):
         metadata.setdefault("tool", tool)
         super().__init__(f"{tool}: {message}", metadata=metadata, **kwargs)
         self.tool = tool
-        self.detail = message
+        self.detail = redact_text(message)
 
 
 class ToolConfigError(ToolError, FailedPreconditionError):

@@ -3,7 +3,7 @@
 Retries: connection failures, timeouts, 429 and 5xx are retried `max_retries` times with
 exponential back-off (`backoff_s`, doubled each attempt). Other statuses fail at once.
 Translation: 401/403 -> ToolConfigError on the key setting; other statuses -> ToolUpstreamError;
-timeouts -> ToolTimeoutError. URLs are logged without their query string (SerpApi takes its key
+timeouts -> ToolTimeoutError. The error body they quote is redacted (services.common.logging). URLs are logged without their query string (SerpApi takes its key
 as a query parameter).
 """
 
@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 
+from services.common.logging import redact_text
 from services.orchestrator.tools.config import WebApiSettings
 from services.orchestrator.tools.errors import ToolConfigError, ToolTimeoutError, ToolUpstreamError
 
@@ -29,7 +30,8 @@ def _safe_url(url: str) -> str:
 
 
 def _error_text(response: httpx.Response) -> str:
-    """A short error description from the body, never the whole page."""
+    """A short error description from the body, never the whole page, with secrets masked: APIs echo
+    the key they refused ("Incorrect API key provided: Bearer tvly-...")."""
     try:
         body = response.json()
     except ValueError:
@@ -38,9 +40,9 @@ def _error_text(response: httpx.Response) -> str:
         for key in ("error", "message", "detail"):
             value = body.get(key)
             if isinstance(value, Mapping):
-                value = value.get("message") or value.get("description") or value.get("code")
+                value = value.get("message") or value.get("description") or value.get("error") or value.get("code")
             if value:
-                return str(value)[:300]
+                return redact_text(str(value))[:300]  # masked before the cut, so a cut cannot split a key
     return response.reason_phrase or ""
 
 

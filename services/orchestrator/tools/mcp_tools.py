@@ -29,6 +29,7 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from services.common.logging import redact_text
 from services.orchestrator.tools.base import ParamProblem, Tool, ToolResult
 from services.orchestrator.tools.config import McpServerSettings
 from services.orchestrator.tools.errors import (
@@ -256,7 +257,8 @@ class McpConnections:
         except _CONNECTION_ERRORS as error:
             await self._drop_current(server_id)
             raise _connection_error(server, error) from None
-        text = result_text(result)
+        # A server may echo the headers it was sent; its text goes to the model and into events.
+        text = redact_text(result_text(result))
         if result.is_error:
             raise ToolExecutionError(TOOL, f"{name}: {text or 'the MCP tool reported an error'}")
         return text

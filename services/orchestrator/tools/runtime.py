@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
+from services.common.logging import register_secrets
 from services.orchestrator.tools.citations import ReferenceBucket
 from services.orchestrator.tools.config import ToolsSettings
 
@@ -39,6 +40,7 @@ class ToolRuntime:
         self.settings = settings
         self._service_identity = service_identity
         """(service token, "tenant/user" acted for) for calls outside an RPC (a takeover): see SandboxClient."""
+        register_secrets(settings.secret_values())  # upstream errors quoting them are masked (tools/errors.py)
         self.http = httpx.AsyncClient(
             headers={"User-Agent": settings.http.user_agent},
             follow_redirects=False,

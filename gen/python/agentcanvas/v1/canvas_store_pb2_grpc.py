@@ -216,7 +216,8 @@ class CanvasStoreServicer:
         raise NotImplementedError('Method not implemented!')
 
     def UpdateCanvas(self, request, context):
-        """Changes the fields named in update_mask. A stale etag gets ABORTED. A DSL change makes a revision.
+        """Changes the fields named in update_mask. A stale etag gets ABORTED. A DSL other than the head's makes a
+        revision (see CanvasRevision.content_hash). An update that changes nothing keeps the etag.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -266,7 +267,8 @@ class CanvasStoreServicer:
         raise NotImplementedError('Method not implemented!')
 
     def RollbackCanvas(self, request, context):
-        """Restores an old revision's DSL as a new head revision and returns that new revision.
+        """Restores an old revision's DSL as a new head revision ("rollback of <id>") and returns that new revision.
+        Rolling back to the head itself changes nothing and returns the head.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

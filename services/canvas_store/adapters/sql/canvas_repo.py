@@ -27,7 +27,7 @@ from services.canvas_store.core.ids import new_etag, new_id, now_ms
 from services.canvas_store.core.policy import Action, Caller, permits
 from services.canvas_store.core.validation import case_key, same_request
 from services.canvas_store.core.types import Canvas, Category, DslChange, Permission, Revision
-from services.common.errors import AbortedError, AlreadyExistsError
+from services.common.errors import AbortedError, AlreadyExistsError, with_article
 from services.common.lru import LRU
 
 logger = logging.getLogger(__name__)
@@ -84,7 +84,9 @@ class CanvasRepository:
         self._keep_drafts = keep_draft_revisions
         # The DSL a point read returns stays text: GetCanvas only hands it on, keyed by that text (StoredJson).
         self._point_read = PointRead(db, _CANVAS_COLUMNS, canvases.c.id, stored_json=("dsl",))
-        self._quick_update = ConditionalUpdate(db, canvases, self._point_read, where=lambda t: t.c.delete_time == 0)
+        # Only a real change matches: a no-op falls to the regular path, which keeps the etag (see _apply).
+        self._quick_update = ConditionalUpdate(db, canvases, self._point_read, where=lambda t: t.c.delete_time == 0,
+                                               changing=QUICK_UPDATE_FIELDS)
         self._list_statements: LRU[tuple[Any, ...], sa.Select] = LRU(64)
         self._list_lock = threading.Lock()
 
@@ -295,6 +297,15 @@ class CanvasRepository:
 
     def _apply(self, conn: Connection, current: Canvas, expected_etag: str, changes: dict[str, Any],
                change: DslChange | None) -> Canvas:
+        """Write the change; one that changes nothing (every field as it is, the head's own DSL) writes nothing
+        and keeps the etag, so a client that saves twice, or rolls back to the head, sees no change."""
+        new_dsl = change is not None and conn.execute(
+            _HEAD_HASH, {"b_id": current.head_revision_id}).scalar() != change.content_hash
+        if not new_dsl and all(getattr(current, key) == value for key, value in changes.items()):
+            if expected_etag != current.etag:
+                raise AbortedError(f"canvas {current.id!r} has changed since etag {expected_etag!r} was read; "
+                                   "re-read and retry", reason="ETAG_MISMATCH")
+            return dataclasses.replace(current)
         now = now_ms()
         values = {key: value.value if isinstance(value, enum.Enum) else value for key, value in changes.items()}
         etag = new_etag()
@@ -307,8 +318,7 @@ class CanvasRepository:
             self._check_title_free(conn, probe, exclude_id=current.id)
         if change is not None:
             values["dsl"] = change.dsl
-            head_hash = conn.execute(_HEAD_HASH, {"b_id": current.head_revision_id}).scalar()
-            if change.force_new_revision or head_hash != change.content_hash:
+            if new_dsl:
                 new_revision_id = new_id()
                 values["head_revision_id"] = new_revision_id
                 values["revision_counter"] = current_counter = conn.execute(
@@ -395,7 +405,7 @@ class CanvasRepository:
     @staticmethod
     def _title_taken(canvas: Canvas) -> AlreadyExistsError:
         return AlreadyExistsError(
-            f"a {canvas.category.value.lower()} canvas titled {canvas.title!r} already exists for this owner",
+            f"{with_article(canvas.category.value.lower())} canvas titled {canvas.title!r} already exists for this owner",
             reason="CANVAS_TITLE_TAKEN", metadata={"field": "canvas.title"})
 
     def _check_title_free(self, conn: Connection, canvas: Canvas, exclude_id: str | None) -> None:

@@ -180,7 +180,8 @@ class PointRead:
 
 
 class ConditionalUpdate:
-    """`UPDATE <table> SET <fields> WHERE id = :b_id AND etag = :b_etag [AND extra] RETURNING <columns>`.
+    """`UPDATE <table> SET <fields> WHERE id = :b_id AND etag = :b_etag [AND extra] [AND (f1 != :v_f1 OR ...)]
+    RETURNING <columns>`.
 
     One compiled statement per set of assigned columns. It returns the columns of `read`, the table's
     point read by id; where the database lacks UPDATE ... RETURNING (MariaDB/MySQL), `read` itself reads
@@ -188,8 +189,10 @@ class ConditionalUpdate:
     """
 
     def __init__(self, db: Database, table: sa.Table, read: PointRead, *,
-                 where: Callable[[sa.Table], Any] | None = None):
+                 where: Callable[[sa.Table], Any] | None = None, changing: Collection[str] = ()):
+        """`changing`: columns of which at least one assigned must differ from its value for the row to match."""
         self._db = db
+        self._changing = frozenset(changing)
         self._table = table
         self._columns = read.columns
         self._where = where
@@ -205,6 +208,9 @@ class ConditionalUpdate:
             statement = sa.update(table).where(table.c.id == sa.bindparam("b_id"), table.c.etag == sa.bindparam("b_etag"))
             if self._where is not None:
                 statement = statement.where(self._where(table))
+            watched = sorted(fields & self._changing)
+            if watched:
+                statement = statement.where(sa.or_(*(table.c[name] != sa.bindparam(f"v_{name}") for name in watched)))
             statement = statement.values({name: sa.bindparam(f"v_{name}") for name in sorted(fields)})
             if self._returning:
                 statement = statement.returning(*self._columns)

@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from services.common.logging import redact_text
 from services.orchestrator.core import events as ev
 from services.orchestrator.core.components.base import Outcome, Problem, number_problem
 from services.orchestrator.core.components.llm import LLM, parse_json_answer, structured_schema, with_citation_prompt
@@ -244,7 +245,8 @@ class Agent(LLM):
         if outcome.error is not None:
             record["error"] = outcome.error.message
         text = outcome.content or json.dumps(outcome.outputs, ensure_ascii=False, default=str)
-        return text[:MAX_TOOL_RESULT_CHARS]
+        # The model never sees a configured secret, whatever a tool's upstream put in its answer.
+        return redact_text(text)[:MAX_TOOL_RESULT_CHARS]
 
     async def _call_sub_agent(self, ctx, planned, args: dict[str, Any]) -> str:
         sub_id = f"{self.id}-->{planned.display_name.replace(' ', '_')}"

@@ -13,7 +13,7 @@ from typing import Any
 
 from services.orchestrator.core.components.base import Component, Outcome, Problem, number_problem
 from services.orchestrator.core.components.registry import register
-from services.orchestrator.core.errors import NodeError
+from services.orchestrator.core.errors import ModelCallError, NodeError
 from services.orchestrator.core.ports import ChatRequest
 from services.orchestrator.core.sessions import history_lines
 from services.orchestrator.core.values import parse_json
@@ -269,7 +269,7 @@ class LLM(Component):
         a model error raises NodeError, retryable only while nothing has reached the stream's consumer."""
         pieces: list[str] = []
         calls: list[dict[str, Any]] = []
-        error, retryable = "", False
+        error, retryable, kind = "", False, ""
         try:
             async for chunk in ctx.services.llm.chat_stream(request):
                 if chunk.kind == "text":
@@ -290,12 +290,13 @@ class LLM(Component):
                 elif chunk.kind == "usage" and chunk.usage is not None:
                     ctx.usage.add(chunk.usage)
                 elif chunk.kind == "finish" and chunk.error:
-                    error, retryable = chunk.error, chunk.retryable
+                    error, retryable, kind = chunk.error, chunk.retryable, chunk.error_kind.removeprefix("CHAT_ERROR_KIND_")
         except NodeError as exc:
-            error, retryable = exc.message, exc.retryable
+            error, retryable, kind = exc.message, exc.retryable, exc.reason
         if error:
             # Once text reached a consumer, a retry would duplicate it: only retry untouched streams.
             # The runner closes the stream after the error policy decided (default value or failure).
             partial = stream is not None and bool(stream.text_so_far())
-            raise NodeError(f"{self.id}: model call failed: {error}", reason="MODEL_ERROR", retryable=retryable and not partial)
+            raise ModelCallError(f"{self.id}: model call failed: {error}", model=request.model, kind=kind or "UNSPECIFIED",
+                                 retryable=retryable and not partial)
         return pieces, calls

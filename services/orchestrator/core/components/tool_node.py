@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from services.common.errors import with_article
 from services.orchestrator.core.components.base import Component, Outcome
 from services.orchestrator.core.components.llm import LLM, parse_json_answer, refine_question
 from services.orchestrator.core.components.registry import register
@@ -23,7 +24,7 @@ _RETRYABLE = ("TOOL_UPSTREAM_ERROR", "TOOL_TIMEOUT")
 _REPAIRABLE = ("TOOL_BAD_INPUT", "TOOL_EXECUTION_FAILED", "TOOL_NOT_ALLOWED")
 SQL_SCHEMA = {"type": "object", "properties": {"sql": {"type": "string", "description": "the corrected SQL statement"}},
               "required": ["sql"]}
-SQL_REPAIR_PROMPT = ("You repair SQL statements. The statement below failed on a {db} database. Rewrite it (or, if it "
+SQL_REPAIR_PROMPT = ("You repair SQL statements. The statement below failed on {db} database. Rewrite it (or, if it "
                      "is a question in plain language, write the SQL that answers it) and reply with JSON "
                      '{{"sql": "<the statement>"}} only, without explanation.')
 
@@ -104,7 +105,7 @@ class ToolNode(Component):
         for index in range(attempts):
             if result.error is None or getattr(result.error, "reason", "") not in _REPAIRABLE:
                 break
-            messages = [{"role": "system", "content": SQL_REPAIR_PROMPT.format(db=params.get("db_type") or "SQL")},
+            messages = [{"role": "system", "content": SQL_REPAIR_PROMPT.format(db=with_article(str(params.get("db_type") or "SQL")))},
                         {"role": "user", "content": f"Statement:\n{args.get('sql', '')}\n\nError:\n{result.error.message}"}]
             answer = await model.side_call(ctx, messages, f"repair{index}", schema=SQL_SCHEMA)
             try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.common.errors import FailedPreconditionError, FieldViolation, InvalidArgumentError
+from services.common.errors import FailedPreconditionError, FieldViolation, InvalidArgumentError, with_article
 from services.orchestrator.core.components import registry
 from services.orchestrator.core.components.base import common_problems
 from services.orchestrator.core.dsl.loader import CanvasProblem, LoadResult, load
@@ -144,7 +144,7 @@ def _check_scopes(canvas: CanvasSpec, problems: list[CanvasProblem]) -> None:
         parent = nodes.get(node.parent_id)
         if parent is not None and parent.type not in CONTAINERS:
             problems.append(CanvasProblem(node.id, "parent_id", "BAD_CONTAINER",
-                                          f"parent '{parent.id}' is a {parent.type}, not a container (Iteration or Loop)"))
+                                          f"parent '{parent.id}' is {with_article(parent.type)}, not a container (Iteration or Loop)"))
             continue
         seen = {node.id}
         while parent is not None and parent.id not in seen:
