@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     cpus = os.cpu_count()
     work = Path(tempfile.mkdtemp(prefix="agent-canvas-fresh-"))
+    work.chmod(0o755)  # like a home checkout: the sandbox's unprivileged worker mounts the clone's site-packages
     clone = work / "agent-canvas"
     env = {key: value for key, value in os.environ.items() if not key.startswith(("AGENT_CANVAS", "VIRTUAL_ENV"))}
     env.update(AGENT_CANVAS_DATA_DIR=str(work / "data"),
@@ -84,8 +85,6 @@ def main(argv: list[str] | None = None) -> int:
                 now = time.monotonic()
                 durations[phase] += now - mark
                 phase, mark = phase_of(step[1]), now
-                if phase not in ("apt", "llama_build", "first_run"):
-                    phase = "pip"
         answer = process.stdout.read().strip()
         code = process.wait()
         durations[phase] += time.monotonic() - mark
