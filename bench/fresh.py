@@ -12,7 +12,9 @@ Only the standard library is used: it runs before any venv exists (`python3 -m b
 Lines printed (one JSON object each), from setup.sh's `==>` step lines timestamped as they appear:
 * phase: apt (system packages; 0 when all are installed), pip (venv, pip, the sdist download and the locked
   dependencies), llama_build (the compile), first_run (the model check plus the demo's run of the canvas).
-* total: the sum beside the goal (6 minutes), with the run's status and answer.
+* total: the sum beside the goal (6 minutes), with the run's status and answer, the CPU time of everything
+  it ran (user + system; on an otherwise idle 2-core machine the compile's wall time is about half its CPU
+  time) and the load average before and after (other work on the machine stretches the wall times).
 
 Exits 1 unless the run ends SUCCEEDED with a non-empty answer, so .ci/run uses it as its fresh-machine stage.
 """
@@ -23,6 +25,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -67,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
                AGENT_CANVAS_WHEEL_CACHE=args.wheel_cache or str(work / "wheels"),
                PYTHONUNBUFFERED="1")
     try:
+        load_before = os.getloadavg()[0]
         started = time.monotonic()
         subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(ROOT), str(clone)], check=True)
         assert not (clone.parent / "shared").exists()
@@ -89,12 +93,15 @@ def main(argv: list[str] | None = None) -> int:
         code = process.wait()
         durations[phase] += time.monotonic() - mark
         total = time.monotonic() - started
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         status = next((m[1] for line in stderr_tail if (m := re.search(r"■ (\w+)", line))), "none")
         for name, seconds in durations.items():
             emit(metric="phase", phase=name, seconds=round(seconds, 1), cpus=cpus)
         ok = code == 0 and status == "SUCCEEDED" and bool(answer)
         emit(metric="total", seconds=round(total, 1), goal_seconds=GOAL_S, within_goal=total <= GOAL_S, cpus=cpus,
-             status=status, answer=answer[:200], exit_code=code, compiled=not args.wheel_cache)
+             cpu_seconds=round(usage.ru_utime + usage.ru_stime, 1), loadavg_before=round(load_before, 2),
+             loadavg_after=round(os.getloadavg()[0], 2), status=status, answer=answer[:200], exit_code=code,
+             compiled=not args.wheel_cache)
         if not ok:
             print(f"error: the fresh clone's first command did not end SUCCEEDED with an answer (exit {code}, "
                   f"status {status}, answer {answer[:80]!r})", file=sys.stderr)

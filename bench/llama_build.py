@@ -39,7 +39,7 @@ _MEASURE = """
 import json, statistics, sys, time
 from llama_cpp import Llama
 model, tokens, runs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-llm = Llama(model_path=model, n_ctx=512, n_threads=2, verbose=True)
+llm = Llama(model_path=model, n_ctx=512, verbose=True)  # default threads, as the embedded server
 rates = []
 for _ in range(runs):
     llm.reset()
@@ -102,7 +102,7 @@ def measure(label: str, site: Path | None, tokens: int, runs: int) -> dict:
         return {"build": label, "error": f"exit {done.returncode}: {done.stderr.strip().splitlines()[-1:]}"}
     result = json.loads(done.stdout.strip().splitlines()[-1])
     variant = next((line.strip() for line in done.stderr.splitlines() if "CPU :" in line or "load_backend" in line), "")
-    return {"build": label, **result, "cpu_features": variant[:200]}
+    return {"build": label, **result, "cpu_features": variant[:200], "loadavg": round(os.getloadavg()[0], 2)}
 
 
 def main(argv: list[str] | None = None) -> int:
