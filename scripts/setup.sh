@@ -77,12 +77,12 @@ if [ "$(cat .venv/.llama-cpp-python 2>/dev/null)" != "$llama_build" ]; then
      && grep -q "^$(sha256sum "$shared" | cut -d' ' -f1)  $(basename "$shared")\$" requirements/prebuilt-wheels.sha256; then
     log "installing llama-cpp-python $LLAMA_VERSION from the prebuilt portable wheel in ../shared/wheels (sha256 checked)"
     wheel=$shared
-  elif [ -z "${AGENT_CANVAS_REBUILD_LLAMA:-}" ] && ls "$wheel_cache"/*.whl >/dev/null 2>&1; then
+  elif cached=("$wheel_cache"/*.whl) && [ -z "${AGENT_CANVAS_REBUILD_LLAMA:-}" ] && [ -f "${cached[0]}" ]; then
     log "installing llama-cpp-python $LLAMA_VERSION from the wheel built earlier ($wheel_cache)"
-    wheel=$(ls "$wheel_cache"/*.whl | head -1)
+    wheel=${cached[0]}
   else
     jobs=$(nproc 2>/dev/null || echo 2)
-    log "building llama-cpp-python $LLAMA_VERSION from source, portable (GGML_NATIVE=OFF), on $jobs cores: about 5 minutes on 2"
+    log "building llama-cpp-python $LLAMA_VERSION from source, portable (GGML_NATIVE=OFF), on $jobs cores: 5-15 minutes on 2, progress follows"
     work=$(mktemp -d)
     printf '%s --hash=%s\n' "$LLAMA_SPEC" "$LLAMA_HASH" > "$work/llama.txt"
     # downloads the sdist and checks it against the lock's hash
@@ -96,9 +96,11 @@ if [ "$(cat .venv/.llama-cpp-python 2>/dev/null)" != "$llama_build" ]; then
       echo "error: building llama-cpp-python $LLAMA_VERSION failed (full log: $work/build.log); it needs a C++ compiler and cmake (apt-get install build-essential cmake)" >&2
       exit 1
     fi
+    rm -f "$wheel_cache"/*.whl
     mv "$work"/wheel/*.whl "$wheel_cache"/
     rm -rf "$work"
-    wheel=$(ls "$wheel_cache"/*.whl | head -1)
+    cached=("$wheel_cache"/*.whl)
+    wheel=${cached[0]}
   fi
   pip_install --no-deps --force-reinstall "$wheel"
   printf '%s' "$llama_build" > .venv/.llama-cpp-python
