@@ -52,9 +52,7 @@ lock=requirements/lock.txt
 if [ "$WITH_TEST" = 1 ]; then extras="[dev]"; lock=requirements/lock-dev.txt; fi
 "$PYTHON" scripts/lock_digest.py check "$lock" || exit 1
 pip_install() { .venv/bin/python -m pip install -q --disable-pip-version-check "$@"; }
-if [ "$(.venv/bin/python -m pip --version | cut -d' ' -f2)" != "25.3" ]; then
-  pip_install --upgrade pip==25.3
-fi
+# pip itself is in the lock (a dependency needs it), so the venv's own pip installs the locked one
 
 # --- llama-cpp-python, portable ----------------------------------------------------------------------
 # Built from the sdist pinned (with its hash) in the lock, with the same flags as the prebuilt wheel:
