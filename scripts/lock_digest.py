@@ -3,6 +3,9 @@
   python3 scripts/lock_digest.py stamp LOCK    write the digest line at the top of LOCK (scripts/lock.sh does)
   python3 scripts/lock_digest.py check [LOCK]  exit 1 with one line when LOCK (default: both lock files) was
                                                resolved from other lists than pyproject.toml's
+  python3 scripts/lock_digest.py requirement LOCK NAME
+                                               print NAME's pin with all its hashes on one line (what setup.sh
+                                               installs on its own: pip first, then llama-cpp-python)
 
 Only what resolution reads is digested (requires-python, dependencies, every optional-dependencies list), so
 editing the description or pytest options does not make the lock stale. Standard library only: setup.sh runs it
@@ -51,7 +54,30 @@ def stale(lock: Path, pyproject: Path) -> str | None:
     return None
 
 
+def requirement(lock: Path, name: str) -> str | None:
+    """`name==version --hash=sha256:... ...` from the lock (markers and comments dropped), None if absent."""
+    lines = lock.read_text(encoding="utf-8").splitlines()
+    for i, line in enumerate(lines):
+        if line.split("==", 1)[0].split("[", 1)[0].lower() == name.lower() and "==" in line:
+            pin = line.split(";", 1)[0].rstrip(" \\")
+            hashes = []
+            for follow in lines[i + 1:]:
+                if not follow.strip().startswith("--hash="):
+                    break
+                hashes.append(follow.strip().rstrip(" \\"))
+            package, version = pin.split("==", 1)
+            return " ".join([f"{package.split('[', 1)[0]}=={version.strip()}", *hashes])
+    return None
+
+
 def main(argv: list[str]) -> int:
+    if len(argv) == 3 and argv[0] == "requirement":
+        line = requirement(Path(argv[1]), argv[2])
+        if line is None:
+            print(f"error: {argv[2]} is not in {argv[1]}", file=sys.stderr)
+            return 1
+        print(line)
+        return 0
     if len(argv) < 1 or argv[0] not in ("stamp", "check"):
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 2

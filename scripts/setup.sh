@@ -52,16 +52,22 @@ lock=requirements/lock.txt
 if [ "$WITH_TEST" = 1 ]; then extras="[dev]"; lock=requirements/lock-dev.txt; fi
 "$PYTHON" scripts/lock_digest.py check "$lock" || exit 1
 pip_install() { .venv/bin/python -m pip install -q --disable-pip-version-check "$@"; }
-# pip itself is in the lock (a dependency needs it), so the venv's own pip installs the locked one
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# pip first, from the lock (hash-checked): the venv's own pip may be too old for the lock (pip 23 refuses a
+# locked package that another one asks for with an extra, such as httpx[http2])
+"$PYTHON" scripts/lock_digest.py requirement "$lock" pip > "$work/pip.txt"
+if [ "$(.venv/bin/python -m pip --version | cut -d' ' -f2)" != "$(cut -d' ' -f1 "$work/pip.txt" | cut -d= -f3)" ]; then
+  pip_install --require-hashes --no-deps -r "$work/pip.txt"
+fi
 
 # --- llama-cpp-python, portable ----------------------------------------------------------------------
 # Built from the sdist pinned (with its hash) in the lock, with the same flags as the prebuilt wheel:
 # GGML_NATIVE=OFF targets a fixed x86-64 level (AVX2/FMA/F16C) instead of the build host's CPU, whose native
 # build crashes on the first completion on AVX-512/AMX CPUs; the examples, tools, tests and the multimodal
 # library are not built (llama-cpp-python does not use them). README.md, "The embedded model's build".
-LLAMA_SPEC=$(grep -m1 '^llama-cpp-python==' "$lock" | cut -d' ' -f1)
-LLAMA_VERSION=${LLAMA_SPEC#llama-cpp-python==}
-LLAMA_HASH=$(grep -A1 -m1 '^llama-cpp-python==' "$lock" | grep -o 'sha256:[0-9a-f]*' | head -1)
+"$PYTHON" scripts/lock_digest.py requirement "$lock" llama-cpp-python > "$work/llama.txt"
+LLAMA_VERSION=$(cut -d' ' -f1 "$work/llama.txt" | cut -d= -f3)
 LLAMA_CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF"
 llama_build="$LLAMA_VERSION $LLAMA_CMAKE_ARGS"
 llama_id=$(printf '%s' "$llama_build" | sha256sum | cut -c1-12)
@@ -81,8 +87,6 @@ if [ "$(cat .venv/.llama-cpp-python 2>/dev/null)" != "$llama_build" ]; then
   else
     jobs=$(nproc 2>/dev/null || echo 2)
     log "building llama-cpp-python $LLAMA_VERSION from source, portable (GGML_NATIVE=OFF), on $jobs cores: 5-15 minutes on 2, progress follows"
-    work=$(mktemp -d)
-    printf '%s --hash=%s\n' "$LLAMA_SPEC" "$LLAMA_HASH" > "$work/llama.txt"
     # downloads the sdist and checks it against the lock's hash
     .venv/bin/python -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: --require-hashes \
       -r "$work/llama.txt" -d "$work/sdist"
@@ -91,12 +95,12 @@ if [ "$(cat .venv/.llama-cpp-python 2>/dev/null)" != "$llama_build" ]; then
         .venv/bin/python -m pip wheel -v --disable-pip-version-check --no-deps "$work"/sdist/*.tar.gz -w "$work/wheel" 2>&1 \
         | .venv/bin/python scripts/build_progress.py "$work/build.log" llama.cpp; then
       tail -n 25 "$work/build.log" >&2
-      echo "error: building llama-cpp-python $LLAMA_VERSION failed (full log: $work/build.log); it needs a C++ compiler and cmake (apt-get install build-essential cmake)" >&2
+      cp "$work/build.log" .venv/llama-build.log
+      echo "error: building llama-cpp-python $LLAMA_VERSION failed (full log: .venv/llama-build.log); it needs a C++ compiler and cmake (apt-get install build-essential cmake)" >&2
       exit 1
     fi
     rm -f "$wheel_cache"/*.whl
     mv "$work"/wheel/*.whl "$wheel_cache"/
-    rm -rf "$work"
     cached=("$wheel_cache"/*.whl)
     wheel=${cached[0]}
   fi
