@@ -95,14 +95,17 @@ def measure(label: str, site: Path | None, tokens: int, runs: int) -> dict:
     cwd = None
     if site is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")])
-        cwd = site / "llama_cpp" / "lib"  # where ggml looks for its backend variants
+        # ggml looks for its CPU variants beside the executable and in the working directory; llama.cpp's own
+        # install rule puts them in the wheel's bin/, not beside llama_cpp's libraries
+        variants = sorted(site.rglob("libggml-cpu-*.so"))
+        cwd = variants[0].parent if variants else site / "llama_cpp" / "lib"
     done = subprocess.run([sys.executable, "-c", _MEASURE, str(bundled_gguf()), str(tokens), str(runs)],
                           capture_output=True, text=True, env=env, cwd=cwd, timeout=900)
     if done.returncode != 0:
         return {"build": label, "error": f"exit {done.returncode}: {done.stderr.strip().splitlines()[-1:]}"}
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    variant = next((line.strip() for line in done.stderr.splitlines() if "CPU :" in line or "load_backend" in line), "")
-    return {"build": label, **result, "cpu_features": variant[:200], "loadavg": round(os.getloadavg()[0], 2)}
+    loaded = [line.strip() for line in done.stderr.splitlines() if "load_backend" in line or "CPU :" in line]
+    return {"build": label, **result, "cpu": " / ".join(loaded)[:300], "loadavg": round(os.getloadavg()[0], 2)}
 
 
 def main(argv: list[str] | None = None) -> int:
