@@ -81,3 +81,11 @@ def test_the_build_shows_progress_from_ninja_and_make_step_lines(tmp_path):
         assert done.returncode == 0 and 10 <= len(lines) <= 12, lines
         assert lines[0].startswith("    llama.cpp:") and last in lines[-1]
         assert (tmp_path / "log").read_text() == "cmake says hello\n" + output  # the whole output is kept
+
+
+def test_one_locked_package_is_printed_with_all_its_hashes():
+    line = lock_digest.requirement(LOCKS[0], "llama-cpp-python")
+    assert line is not None and line.startswith("llama-cpp-python==") and "--hash=sha256:" in line
+    pip = lock_digest.requirement(LOCKS[0], "pip")
+    assert pip is not None and pip.count("--hash=sha256:") >= 2 and "\\" not in pip and "#" not in pip
+    assert lock_digest.requirement(LOCKS[0], "no-such-package") is None
