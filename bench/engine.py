@@ -40,6 +40,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from agentcanvas.v1 import orchestrator_pb2
+
 from services.orchestrator.adapters.memory import InMemoryRunStore
 from services.orchestrator.core.context import Services
 from services.orchestrator.core.loop import LoopSettings
@@ -148,7 +150,9 @@ async def fanout_ratio(branches: int, wait_s: float) -> tuple[float, float]:
 
 
 STEP_STATE = {"key": "n1", "outputs": {"result": "x" * 64}, "writes": [], "taken": None, "exception": False}
-EVENT_PAYLOAD = os.urandom(180)  # about the size of a serialised NodeStarted / NodeFinished RunEvent
+# About the size of a serialised NodeStarted / NodeFinished RunEvent (the store accepts only RunEvents).
+EVENT_PAYLOAD = orchestrator_pb2.RunEvent(node_started=orchestrator_pb2.NodeStarted(
+    component_id="x" * 60, component_name="y" * 60, component_type="z" * 40)).SerializeToString()
 
 
 def _store_commit(run_id: str, token: int, step: int):
@@ -206,7 +210,9 @@ async def checkpoint_grpc(url: str, steps: int, tmp: str) -> float:
             await wait_serving(channel)
             stub = canvas_store_pb2_grpc.CanvasStoreStub(channel)
             metadata = (("authorization", f"Bearer {TOKEN}-svc"),)
-            run = await stub.CreateRunRecord(pb.CreateRunRecordRequest(run=pb.RunRecord()), metadata=metadata)
+            record = pb.RunRecord()
+            record.spec.CopyFrom(to_struct({"dsl": {"components": {}}}))  # what the store requires of a run
+            run = await stub.CreateRunRecord(pb.CreateRunRecordRequest(run=record), metadata=metadata)
             token = (await stub.AcquireRunLease(pb.AcquireRunLeaseRequest(run_id=run.id, holder="bench", ttl_ms=600_000),
                                                 metadata=metadata)).token
             state = to_struct(STEP_STATE)

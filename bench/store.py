@@ -70,7 +70,7 @@ import grpc
 import sqlalchemy as sa
 import yaml
 from agentcanvas.v1 import canvas_store_pb2 as pb
-from agentcanvas.v1 import canvas_store_pb2_grpc
+from agentcanvas.v1 import canvas_store_pb2_grpc, orchestrator_pb2
 from google.protobuf import field_mask_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -83,6 +83,7 @@ from services.canvas_store.core.policy import Target
 from services.canvas_store.core.types import RunCommit, RunRecord, RunStep, StoredEvent
 from services.common import event_loops
 from services.common.clients import CHANNEL_OPTIONS, create_channel
+from services.common.structs import to_struct
 
 TENANT, USER, TOKEN = "bench", "bench-user", "bench-token-" + secrets.token_hex(8)
 POSTGRES_URL = os.environ.get("STORE_BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
@@ -448,9 +449,16 @@ async def bench_list(kind, stub, metadata, db, pages: int = 200) -> None:
          p99_ms=round(sorted(ours_ms)[int(len(ours_ms) * 0.99) - 1], 3))
 
 
+def _payload(text: str) -> bytes:
+    """A serialized RunEvent (what the store accepts as an event payload) of about `text`'s size."""
+    return orchestrator_pb2.RunEvent(message_delta=orchestrator_pb2.MessageDelta(content=text)).SerializeToString()
+
+
 async def bench_commit(kind, stub, metadata, db, commits: int = 300) -> None:
     async def one_run() -> tuple[str, int]:
-        run = await stub.CreateRunRecord(pb.CreateRunRecordRequest(run=pb.RunRecord()), metadata=metadata)
+        record = pb.RunRecord()
+        record.spec.CopyFrom(to_struct({"dsl": {"components": {}}}))
+        run = await stub.CreateRunRecord(pb.CreateRunRecordRequest(run=record), metadata=metadata)
         lease = await stub.AcquireRunLease(pb.AcquireRunLeaseRequest(run_id=run.id, holder="bench"), metadata=metadata)
         return run.id, lease.token
 
@@ -459,8 +467,8 @@ async def bench_commit(kind, stub, metadata, db, commits: int = 300) -> None:
     for n in range(commits):
         request = pb.CommitRunStepRequest(
             run_id=run_id, lease_token=token, steps=[pb.RunStep(node_id=f"n{n}", attempt=1)],
-            events=[pb.StoredRunEvent(event_type="node_finished", payload=b"x" * 200),
-                    pb.StoredRunEvent(event_type="message_delta", payload=b"y" * 60)])
+            events=[pb.StoredRunEvent(event_type="node_finished", payload=_payload("x" * 190)),
+                    pb.StoredRunEvent(event_type="message_delta", payload=_payload("y" * 55))])
         started = time.perf_counter()
         await stub.CommitRunStep(request, metadata=metadata)
         ours_ms.append((time.perf_counter() - started) * 1000)

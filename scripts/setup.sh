@@ -17,7 +17,8 @@ log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 # --- system packages ---------------------------------------------------------------------------
 packages=(bubblewrap build-essential cmake ninja-build git nodejs npm)
 # podman/runc: the sandbox's container tests; the gRPC C++ packages: bench.store's native load client.
-[ "$WITH_TEST" = 1 ] && packages+=(podman runc pkg-config libgrpc++-dev libprotobuf-dev protobuf-compiler-grpc)
+# zsh: the test of `agent-canvas completion zsh`.
+[ "$WITH_TEST" = 1 ] && packages+=(podman runc pkg-config libgrpc++-dev libprotobuf-dev protobuf-compiler-grpc zsh)
 missing=()
 for pkg in "${packages[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")

@@ -6,6 +6,7 @@ Calls grpc.health.v1.Health/Check and exits 0 only when the answer is SERVING:
     agent-canvas-healthcheck                         # 127.0.0.1:$PORT, overall health ("")
     agent-canvas-healthcheck --service agentcanvas.v1.LlmGateway --timeout 2
     agent-canvas-healthcheck --addr 10.0.0.7:50053
+    agent-canvas-healthcheck --http                  # the HTTP facade: GET http://127.0.0.1:$PORT/healthz is 200
 
 Exit codes: 0 SERVING, 1 NOT_SERVING/UNKNOWN/SERVICE_UNKNOWN, 2 RPC error (unreachable, timeout,
 no health service), 3 bad arguments. It prints one line saying why, for `docker inspect` and logs.
@@ -49,11 +50,27 @@ def check(address: str, service: str = "", timeout: float = 3.0) -> tuple[int, s
     return code, f"{address} {service or '(overall)'}: {status}"
 
 
+def check_http(address: str, timeout: float = 3.0) -> tuple[int, str]:
+    """The HTTP facade's readiness: GET /healthz answers 200 once its store and orchestrator are SERVING."""
+    import urllib.error
+    import urllib.request
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never through a proxy
+    try:
+        with opener.open(f"http://{address}/healthz", timeout=timeout) as reply:
+            return EXIT_SERVING, f"{address} /healthz: {reply.status}"
+    except urllib.error.HTTPError as exc:
+        return EXIT_NOT_SERVING, f"{address} /healthz: {exc.code}"
+    except (OSError, ValueError) as exc:
+        return EXIT_RPC_ERROR, f"{address} /healthz: request failed: {type(exc).__name__}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="gRPC health check (grpc.health.v1)")
     parser.add_argument("--addr", default=None, help="host:port (default 127.0.0.1:$PORT, else :50051)")
     parser.add_argument("--service", default="", help='service name; "" is the overall health')
     parser.add_argument("--timeout", type=float, default=3.0, help="seconds (default 3)")
+    parser.add_argument("--http", action="store_true", help="probe an HTTP service's /healthz instead (http-api)")
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
@@ -61,7 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.timeout <= 0:
         sys.stderr.write("--timeout must be positive\n")
         return EXIT_USAGE
-    code, message = check(args.addr or default_address(), args.service, args.timeout)
+    if args.http:
+        code, message = check_http(args.addr or default_address(), args.timeout)
+    else:
+        code, message = check(args.addr or default_address(), args.service, args.timeout)
     (sys.stdout if code == EXIT_SERVING else sys.stderr).write(message + "\n")
     return code
 

@@ -126,7 +126,8 @@ class StoreApp:
         self.canvases = CanvasService(self.canvas_repo, self.tenants, tokens, max_dsl_bytes=self.settings.max_dsl_bytes,
                                       deleted_retention_s=self.settings.deleted_retention_s)
         self.sessions = SessionService(self.canvas_repo, self.session_repo, self.tenants, tokens,
-                                       max_state_bytes=self.settings.max_dsl_bytes)
+                                       max_state_bytes=self.settings.max_dsl_bytes,
+                                       max_turn_bytes=self.settings.session_turn_max_bytes)
         self.runs = RunService(self.run_repo, self.canvas_repo, self.session_repo, tokens,
                                default_ttl_ms=self.settings.default_lease_ttl_ms,
                                max_ttl_ms=self.settings.max_lease_ttl_ms,

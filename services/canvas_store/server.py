@@ -9,16 +9,17 @@ from __future__ import annotations
 import logging
 
 from agentcanvas.v1 import canvas_store_pb2 as pb
-from agentcanvas.v1 import canvas_store_pb2_grpc
+from agentcanvas.v1 import canvas_store_pb2_grpc, orchestrator_pb2
+from google.protobuf.message import DecodeError
 
 from services.canvas_store import converters as cv
 from services.canvas_store.app import StoreApp
 from services.canvas_store.core.canvases import is_quick_mask
-from services.canvas_store.core.runs import watch_events
+from services.canvas_store.core.runs import MAX_EVENT_PAYLOAD, watch_events
 from services.canvas_store.core.types import CommitResult, RunCommit
 from services.canvas_store.request_guards import check_request, guard_every_rpc
 from services.common import status
-from services.common.errors import AgentCanvasError
+from services.common.errors import AgentCanvasError, InvalidArgumentError
 from services.common.structs import from_struct
 
 logger = logging.getLogger(__name__)
@@ -230,7 +231,24 @@ class CanvasStoreServicer(canvas_store_pb2_grpc.CanvasStoreServicer):
         return cv.run_out(run)
 
 
+def _check_payloads(request: pb.CommitRunStepRequest) -> None:
+    """Every event payload must be a serialized agentcanvas.v1.RunEvent carrying one event: the orchestrator
+    decodes each one when it streams the run, and one it cannot decode would break every reader of the run.
+    (A payload is at most 4 MiB; decoding one costs what the commit's own decoding cost.)"""
+    for index, event in enumerate(request.events):
+        if len(event.payload) > MAX_EVENT_PAYLOAD:
+            continue  # refused by its size (RunService)
+        try:
+            decoded = orchestrator_pb2.RunEvent.FromString(event.payload)
+        except DecodeError:
+            raise InvalidArgumentError.for_field(
+                f"events[{index}].payload", "is not a serialized agentcanvas.v1.RunEvent") from None
+        if decoded.WhichOneof("event") is None:
+            raise InvalidArgumentError.for_field(f"events[{index}].payload", "is a RunEvent without an event")
+
+
 def _commit_in(request: pb.CommitRunStepRequest) -> RunCommit:
+    _check_payloads(request)
     return RunCommit(
         run_id=request.run_id, lease_token=request.lease_token,
         steps=[cv.step_in(s, f"steps[{i}]") for i, s in enumerate(request.steps)],

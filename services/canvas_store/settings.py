@@ -21,7 +21,9 @@ class StoreSettings:
     """Messages kept in a session's history; older ones are dropped on append."""
     session_history_max_bytes: int = 4 << 20
     """Canonical JSON bytes of a session's history; older messages are dropped past it (never the turn being
-    appended, which max_dsl_bytes bounds)."""
+    appended, which session_turn_max_bytes bounds)."""
+    session_turn_max_bytes: int = 1 << 20
+    """Canonical JSON bytes of one AppendSessionTurn's messages (each message, and all of them together)."""
     max_dsl_bytes: int = DEFAULT_MAX_DSL_BYTES
     """Largest accepted DSL (canonical JSON bytes)."""
     page_token_secret: str = ""
@@ -65,6 +67,7 @@ class StoreSettings:
             keep_draft_revisions=positive("keep_draft_revisions", 20),
             session_history_max=positive("session_history_max", 50),
             session_history_max_bytes=positive("session_history_max_bytes", 4 << 20, minimum=1024),
+            session_turn_max_bytes=positive("session_turn_max_bytes", 1 << 20, minimum=1024),
             max_dsl_bytes=positive("max_dsl_bytes", DEFAULT_MAX_DSL_BYTES),
             page_token_secret=str(section.get("page_token_secret") or ""),
             page_token_ttl_s=positive("page_token_ttl_s", 3 * 24 * 3600),

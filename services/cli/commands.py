@@ -46,6 +46,10 @@ def _report_one(exc: AgentCanvasError, path: str) -> None:
 
 def serve(config: Config, args: argparse.Namespace) -> int:
     service = CLI_NAMES[args.service]
+    if service == "http_api":  # HTTP on uvicorn, not a gRPC server
+        from services.http_api.runner import run as run_http
+
+        return run_http(config, host=args.host, port=args.port)
     try:
         return run_service(build_definition(service, config), config, host=args.host, port=args.port)
     except RuntimeError as exc:
@@ -115,6 +119,14 @@ def _run_request(args: argparse.Namespace) -> orchestrator_pb2.RunCanvasRequest:
     return request
 
 
+def text_delivery(as_json: bool, view: TerminalView) -> int:
+    """LIVE for --json (every event, MessageReset included) and a terminal; CONFIRMED when the answer goes to a
+    pipe or file, which cannot take text back: each answer then arrives once, whole."""
+    if as_json or view.live_text:
+        return orchestrator_pb2.TEXT_DELIVERY_LIVE
+    return orchestrator_pb2.TEXT_DELIVERY_CONFIRMED
+
+
 def _resume_hint(args: argparse.Namespace, run_id: str, session_id: str, fields: list[str]) -> str:
     """The command that continues a paused run (by its session when it has one, else by its id)."""
     words = ["agent-canvas", "run"]
@@ -145,33 +157,41 @@ def _parse_object(text: str, flag: str) -> dict:
     return value
 
 
+async def follow(batches, args: argparse.Namespace, view: TerminalView) -> int:
+    """Print a run's events as they arrive (`--json` lines or the live view) and return the exit code: 0 for a
+    succeeded or paused run (with the command that continues a paused one on stderr), 1 otherwise. Shared by
+    `run` and `runs tail`, so that a replay prints exactly what the live run printed."""
+    final = None
+    run_id = session_id = ""
+    waiting: list[str] = []
+    async for batch in batches:
+        for event in batch.events:
+            if args.json:
+                print(event_json(event), flush=True)
+            else:
+                view.show(event)
+            kind = event.WhichOneof("event")
+            if kind == "user_inputs_required":
+                waiting += [name for name in event.user_inputs_required.inputs.keys() if name not in waiting]
+            elif kind == "workflow_finished":
+                final = event.workflow_finished.status
+                run_id, session_id = event.run_id, event.session_id
+    if final == common_pb2.RUN_STATUS_PAUSED and run_id:
+        print(f"paused; to continue: {_resume_hint(args, run_id, session_id, waiting)}", file=sys.stderr)
+    return 0 if final in (common_pb2.RUN_STATUS_SUCCEEDED, common_pb2.RUN_STATUS_PAUSED) else 1
+
+
 async def run(config: Config, args: argparse.Namespace) -> int:
     request = _run_request(args)
     stack = await open_stack(config, ["orchestrator"], mode=args.mode)
     try:
         stub = orchestrator_pb2_grpc.OrchestratorStub(stack.channel("orchestrator"))
         view = TerminalView()
-        final = None
-        run_id = session_id = ""
-        waiting: list[str] = []
+        request.text_delivery = text_delivery(args.json, view)
         # The batched stream: the same events, fewer messages (one per commit of the run).
-        async for batch in stub.RunCanvasBatched(request, metadata=stack.metadata()):
-            for event in batch.events:
-                if args.json:
-                    print(event_json(event), flush=True)
-                else:
-                    view.show(event)
-                kind = event.WhichOneof("event")
-                if kind == "user_inputs_required":
-                    waiting += [name for name in event.user_inputs_required.inputs.keys() if name not in waiting]
-                elif kind == "workflow_finished":
-                    final = event.workflow_finished.status
-                    run_id, session_id = event.run_id, event.session_id
+        return await follow(stub.RunCanvasBatched(request, metadata=stack.metadata()), args, view)
     finally:
         await stack.close()
-    if final == common_pb2.RUN_STATUS_PAUSED and run_id:
-        print(f"paused; to continue: {_resume_hint(args, run_id, session_id, waiting)}", file=sys.stderr)
-    return 0 if final in (common_pb2.RUN_STATUS_SUCCEEDED, common_pb2.RUN_STATUS_PAUSED) else 1
 
 
 async def canvas(config: Config, args: argparse.Namespace) -> int:
@@ -227,6 +247,10 @@ async def canvas(config: Config, args: argparse.Namespace) -> int:
             item = await stub.UndeleteCanvas(canvas_store_pb2.UndeleteCanvasRequest(id=args.id, etag=args.etag),
                                              metadata=metadata)
             print(f"{item.id}\trestored\t{item.title}")
+        elif args.canvas_command in ("revisions", "publish", "rollback"):
+            from services.cli.revisions import revisions_command
+
+            await revisions_command(stub, args, metadata)
         elif args.canvas_command == "export":
             item = await stub.GetCanvas(canvas_store_pb2.GetCanvasRequest(id=args.id), metadata=metadata)
             document = export_document(from_canvas_message(item))

@@ -1,14 +1,20 @@
 """`agent-canvas`: run canvases, manage them, and run the services.
 
-    agent-canvas up [--config FILE]                      all four services as child processes
-    agent-canvas serve store|orchestrator|gateway|sandbox
+    agent-canvas up [--config FILE]                      all five services as child processes
+    agent-canvas serve store|orchestrator|gateway|sandbox|http
     agent-canvas run FILE|--canvas ID --query Q [--inputs JSON] [--session ID] [--json]
     agent-canvas run --resume RUN_ID [--inputs JSON] | --session ID [--query Q]   continue a paused run
     agent-canvas canvas import FILE... | list [--show-deleted] | get ID | export ID [-o FILE]
                         | delete ID [--etag E] | undelete ID [--etag E]
+                        | revisions ID | publish ID [REV] [--etag E] | rollback ID REV [--etag E]
+    agent-canvas runs list [--canvas ID] [--session ID] [--status S] [--limit N] | show RUN_ID
+                      | tail RUN_ID [--after-seq N] | cancel RUN_ID
+    agent-canvas validate FILE|--canvas ID [--json]
     agent-canvas kb add FILES... | list | remove ID...
     agent-canvas chat [--model M] PROMPT
     agent-canvas exec [--lang python|nodejs] FILE | -c CODE [--args JSON]
+    agent-canvas completion bash|zsh                     a shell completion script
+    agent-canvas --version
 
 Commands that need a service use the one running at the configured address (see `up`) or, when
 none answers, boot it in this process with the embedded defaults.
@@ -41,6 +47,50 @@ def _port(text: str) -> int:
     return port
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _not_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, not {value}")
+    return value
+
+
+def version_text() -> str:
+    """The installed package's version and the proto package (API version) this CLI speaks."""
+    from importlib import metadata
+
+    from agentcanvas.v1 import common_pb2
+
+    try:
+        version = metadata.version("agent-canvas")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        version = "unknown"
+    return f"agent-canvas {version} (protocol {common_pb2.DESCRIPTOR.package})"
+
+
+class _Version(argparse.Action):
+    """--version, resolved only when asked for (it imports the generated stubs)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_text())
+        parser.exit()
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="YAML config file (default: $AGENT_CANVAS_CONFIG, else built-in defaults)")
 
@@ -56,15 +106,16 @@ def _stack_mode(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agent-canvas", description="Durable runtime for RAGFlow-compatible agent canvases.")
+    parser.add_argument("--version", action=_Version, help="print the version and the protocol it speaks, and exit")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    up = commands.add_parser("up", help="run all four services as child processes until Ctrl-C")
+    up = commands.add_parser("up", help="run all five services as child processes until Ctrl-C")
     _common(up)
     up.add_argument("--demo", metavar="QUERY", help="once serving, run examples/hello.json with QUERY and keep serving")
 
     serve = commands.add_parser("serve", help="run one service in this process")
     _common(serve)
-    serve.add_argument("service", choices=["store", "orchestrator", "gateway", "sandbox"])
+    serve.add_argument("service", choices=["store", "orchestrator", "gateway", "sandbox", "http"])
     serve.add_argument("--port", type=_port, help="listen port (default: $PORT, then the config)")
     serve.add_argument("--host", help="listen address (default: $AGENT_CANVAS_LISTEN_HOST, then 0.0.0.0)")
 
@@ -104,9 +155,50 @@ def build_parser() -> argparse.ArgumentParser:
     undelete = canvas_commands.add_parser("undelete", help="restore a soft-deleted canvas")
     undelete.add_argument("id")
     undelete.add_argument("--etag", default="", help="only if the deleted canvas still has this etag (canvas get ID)")
-    for sub in (imp, lst, get, exp, delete, undelete):
+    revisions = canvas_commands.add_parser("revisions", help="list a canvas's revisions, newest first (head and published marked)")
+    revisions.add_argument("id")
+    revisions.add_argument("--json", action="store_true", help="one JSON object per revision and line")
+    publish = canvas_commands.add_parser("publish", help="make a revision the published one (default: the head)")
+    publish.add_argument("id")
+    publish.add_argument("revision", nargs="?", default="", metavar="REV")
+    publish.add_argument("--etag", default="", help="only if the canvas still has this etag")
+    rollback = canvas_commands.add_parser("rollback", help="make an old revision's DSL the head again")
+    rollback.add_argument("id")
+    rollback.add_argument("revision", metavar="REV")
+    rollback.add_argument("--etag", default="", help="only if the canvas still has this etag (default: its current one)")
+    for sub in (imp, lst, get, exp, delete, undelete, revisions, publish, rollback):
         _common(sub)
         _stack_mode(sub)
+
+    runs = commands.add_parser("runs", help="list, inspect, follow and cancel runs")
+    runs_commands = runs.add_subparsers(dest="runs_command", required=True)
+    runs_list = runs_commands.add_parser("list", help="the newest runs you may see, newest first")
+    runs_list.add_argument("--canvas", default="", help="only runs of this canvas")
+    runs_list.add_argument("--session", default="", help="only runs of this session")
+    runs_list.add_argument("--status", action="append", metavar="S",
+                           help="only runs in this status (pending, running, paused, succeeded, failed, cancelled; "
+                                "repeat or separate with commas)")
+    runs_list.add_argument("--limit", type=_positive, default=20, metavar="N", help="at most N runs (default 20)")
+    runs_list.add_argument("--json", action="store_true", help="one JSON object (the run record) per line")
+    runs_show = runs_commands.add_parser("show", help="a run's status, canvas, node timings, usage and error")
+    runs_show.add_argument("run_id", metavar="RUN_ID")
+    runs_show.add_argument("--json", action="store_true", help="one JSON object: the run record and its nodes")
+    runs_tail = runs_commands.add_parser("tail", help="reattach to a run: replay its events, then follow it live")
+    runs_tail.add_argument("run_id", metavar="RUN_ID")
+    runs_tail.add_argument("--after-seq", type=_not_negative, default=0, metavar="N", help="only events after seq N")
+    runs_tail.add_argument("--json", action="store_true", help="print one RunEvent per line, as `run --json` does")
+    runs_cancel = runs_commands.add_parser("cancel", help="cancel a running or paused run")
+    runs_cancel.add_argument("run_id", metavar="RUN_ID")
+    for sub in (runs_list, runs_show, runs_tail, runs_cancel):
+        _common(sub)
+        _stack_mode(sub)
+
+    validate = commands.add_parser("validate", help="check a canvas without running it (exit 1 when it has problems)")
+    _common(validate)
+    _stack_mode(validate)
+    validate.add_argument("file", nargs="?", type=Path, help="canvas file (template wrapper or bare DSL)")
+    validate.add_argument("--canvas", help="id of a stored canvas (its head revision)")
+    validate.add_argument("--json", action="store_true", help="one JSON object: valid and every problem")
 
     chat = commands.add_parser("chat", help="one model call through the gateway")
     _common(chat)
@@ -136,6 +228,9 @@ def build_parser() -> argparse.ArgumentParser:
     exe.add_argument("-c", "--code", help="code to run instead of a file")
     exe.add_argument("--lang", default="python", help="python | nodejs")
     exe.add_argument("--args", default="{}", help="JSON object passed as main(**args)")
+
+    completion = commands.add_parser("completion", help="print a shell completion script (see the README)")
+    completion.add_argument("shell", choices=["bash", "zsh"])
     return parser
 
 
@@ -199,6 +294,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(args: argparse.Namespace) -> int:
+    if args.command == "completion":
+        from services.cli.completion import script
+
+        print(script(build_parser(), args.shell), end="")
+        return 0
     try:
         config = Config.load(args.config)
         if args.command == "serve":
@@ -213,9 +313,10 @@ def _main(args: argparse.Namespace) -> int:
             from services.cli.commands import up
 
             return up(config, args)
-        from services.cli import commands
+        from services.cli import commands, runs
 
-        handler = {"run": commands.run, "canvas": commands.canvas, "chat": commands.chat, "exec": commands.execute}[args.command]
+        handler = {"run": commands.run, "canvas": commands.canvas, "chat": commands.chat, "exec": commands.execute,
+                   "runs": runs.runs, "validate": runs.validate}[args.command]
         return asyncio.run(handler(config, args))
     except errors.AgentCanvasError as exc:
         return _report(exc)

@@ -23,9 +23,40 @@ def utf8_output(stream: TextIO | None = None) -> bool:
     return encoding.lower().replace("-", "").replace("_", "") in ("utf8", "utf8sig")
 
 
+def _sorted(value):
+    if isinstance(value, dict):
+        return {key: _sorted(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted(item) for item in value]
+    return value
+
+
+def _stable(shown: dict, descriptor) -> dict:
+    """`shown` (MessageToDict of a message of `descriptor`) with the entries of every map and Struct in key
+    order: their order in memory depends on how the message was built or parsed, and the same event printed
+    live by `run --json` and replayed from the store by `runs tail --json` must be the same line."""
+    for field in descriptor.fields:
+        if field.json_name not in shown or field.message_type is None:
+            continue
+        value = shown[field.json_name]
+        message = field.message_type
+        if message.full_name in ("google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue"):
+            shown[field.json_name] = _sorted(value)
+        elif message.GetOptions().map_entry:
+            entry = message.fields_by_name["value"].message_type
+            shown[field.json_name] = {key: (_stable(value[key], entry) if entry is not None and isinstance(value[key], dict)
+                                            else _sorted(value[key])) for key in sorted(value)}
+        elif isinstance(value, list):
+            shown[field.json_name] = [_stable(item, message) if isinstance(item, dict) else item for item in value]
+        elif isinstance(value, dict):
+            _stable(value, message)
+    return shown
+
+
 def event_json(event: orchestrator_pb2.RunEvent) -> str:
-    """The proto JSON mapping of one event, on one line."""
-    return json.dumps(json_format.MessageToDict(event), ensure_ascii=not utf8_output(), separators=(",", ":"))
+    """The proto JSON mapping of one event, on one line (maps and Structs in key order)."""
+    return json.dumps(_stable(json_format.MessageToDict(event), event.DESCRIPTOR), ensure_ascii=not utf8_output(),
+                      separators=(",", ":"))
 
 
 class TerminalView:
@@ -38,6 +69,9 @@ class TerminalView:
         self.err = err if err is not None else sys.stderr
         out = self.out
         self.color = out.isatty() if color is None else color
+        self.live_text = out.isatty()
+        """Whether the answer streams as it comes (TEXT_DELIVERY_LIVE): on a terminal, where a reader sees a
+        takeover's restart marked. Piped output asks for TEXT_DELIVERY_CONFIRMED (each answer once, whole)."""
         self._in_text = False
         self._in_think = False
 
@@ -84,6 +118,15 @@ class TerminalView:
             self.out.flush()
         elif kind == "message_end":
             self._end_line()
+        elif kind == "message_reset":
+            # A takeover started this Message again: what it printed so far is void. A terminal cannot take
+            # it back, so the restart is marked and the new attempt's text starts on its own line.
+            self._end_line()
+            self.out.write(self._style(DIM, f"↺ {payload.component_id} restarted (attempt {payload.attempt}); "
+                                            "the text above is superseded") + "\n")
+            self.out.flush()
+        elif kind == "event_unreadable":
+            self._progress(self._style(RED, f"  ! event {event.seq}: {payload.error.message}"))
         elif kind == "user_inputs_required":
             fields = ", ".join(payload.inputs.keys()) or "(none)"
             self._progress(f"⏸ waiting for input: {fields}" + (f" — {payload.tips}" if payload.tips else ""))

@@ -26,14 +26,18 @@ from services.common.auth import client_token
 from services.common.bootstrap import LISTEN_HOST_ENV, RunningServer, start_server
 from services.common.clients import create_channel
 from services.common.errors import InvalidArgumentError, UnavailableError
-from services.common.health import wait_until_serving
+from services.common.health import wait_until_http_ready, wait_until_serving
 from services.common.settings import SERVICES, Config
 
 # CLI names -> service names.
-CLI_NAMES = {"store": "canvas_store", "orchestrator": "orchestrator", "gateway": "llm_gateway", "sandbox": "sandbox"}
+CLI_NAMES = {"store": "canvas_store", "orchestrator": "orchestrator", "gateway": "llm_gateway", "sandbox": "sandbox",
+             "http": "http_api"}
 # What each service calls; booting one boots its peers first.
-PEERS = {"orchestrator": ("canvas_store", "llm_gateway", "sandbox"), "canvas_store": (), "llm_gateway": (), "sandbox": ()}
-BOOT_ORDER = ("canvas_store", "llm_gateway", "sandbox", "orchestrator")
+PEERS = {"orchestrator": ("canvas_store", "llm_gateway", "sandbox"), "canvas_store": (), "llm_gateway": (), "sandbox": (),
+         "http_api": ("canvas_store", "orchestrator")}
+BOOT_ORDER = ("canvas_store", "llm_gateway", "sandbox", "orchestrator", "http_api")
+HTTP_SERVICES = frozenset({"http_api"})
+"""Services that answer HTTP, not gRPC health: `up` waits for their /healthz instead."""
 
 
 def build_definition(service: str, config: Config):
@@ -215,7 +219,9 @@ def first_exit(children: list[ChildProcess]) -> asyncio.Future:
 async def wait_for_children(children: list[ChildProcess], timeout: float = 120.0) -> None:
     """Until every child is SERVING; ChildExited as soon as one of them exits instead."""
     exited = first_exit(children)
-    serving = asyncio.ensure_future(asyncio.gather(*(wait_until_serving(child.address, timeout=timeout) for child in children)))
+    serving = asyncio.ensure_future(asyncio.gather(*(
+        (wait_until_http_ready if child.service in HTTP_SERVICES else wait_until_serving)(child.address, timeout=timeout)
+        for child in children)))
     try:
         await asyncio.wait({exited, serving}, return_when=asyncio.FIRST_COMPLETED)
     finally:

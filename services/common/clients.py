@@ -44,6 +44,9 @@ CHANNEL_OPTIONS = [
 ]
 
 SERVER_OPTIONS = [
+    # grpc sets SO_REUSEPORT by default: a second server on a busy port would bind it too and the kernel
+    # would split connections between them. Off, a busy port fails to bind (serve: FAILED_PRECONDITION).
+    ("grpc.so_reuseport", 0),
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),

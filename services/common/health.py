@@ -1,4 +1,4 @@
-"""Client-side health checks: is a service SERVING, and wait until it is."""
+"""Client-side health checks: is a service SERVING, and wait until it is (gRPC health; the HTTP facade's /healthz)."""
 
 from __future__ import annotations
 
@@ -29,4 +29,23 @@ async def wait_until_serving(address: str, *, timeout: float = 30.0, service: st
                 raise TimeoutError(f"{address} did not report SERVING within {timeout:.0f}s")
             if await is_serving(channel, service, timeout=min(1.0, remaining)):
                 return time.perf_counter() - started
+            await asyncio.sleep(poll_interval)
+
+
+async def wait_until_http_ready(address: str, *, timeout: float = 30.0, path: str = "/healthz", poll_interval: float = 0.05) -> float:
+    """Poll `http://address/healthz` until it answers 200; returns the seconds it took. Raises TimeoutError."""
+    import httpx  # only the HTTP facade's readiness needs it
+
+    started = time.perf_counter()
+    deadline = started + timeout
+    async with httpx.AsyncClient(base_url=f"http://{address}", trust_env=False) as client:
+        while True:
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                raise TimeoutError(f"{address} did not answer {path} with 200 within {timeout:.0f}s")
+            try:
+                if (await client.get(path, timeout=min(1.0, remaining))).status_code == 200:
+                    return time.perf_counter() - started
+            except httpx.HTTPError:
+                pass
             await asyncio.sleep(poll_interval)

@@ -13,7 +13,9 @@ import ast
 import threading
 from typing import Any
 
-_PARSE_LOCK = threading.Lock()
+PARSE_LOCK = threading.Lock()
+"""Held around every parse in this process; code that parses outside this module (a test runner formatting a
+traceback) takes it too, or it can race a service thread on the shared counter."""
 _PARSE_FAILURES = (SyntaxError, ValueError, TypeError, RecursionError, MemoryError, SystemError)
 
 
@@ -22,7 +24,7 @@ class UnparsablePython(ValueError):
 
 
 def parse_module(code: str) -> ast.Module:
-    with _PARSE_LOCK:
+    with PARSE_LOCK:
         try:
             return ast.parse(code)
         except _PARSE_FAILURES as exc:
@@ -31,7 +33,7 @@ def parse_module(code: str) -> ast.Module:
 
 def literal(text: str) -> Any:
     """`ast.literal_eval` of untrusted text, serialised and with every failure as UnparsablePython."""
-    with _PARSE_LOCK:
+    with PARSE_LOCK:
         try:
             return ast.literal_eval(text)
         except _PARSE_FAILURES as exc:

@@ -11,6 +11,7 @@ whose value is parsed as YAML (so `AGENT_CANVAS__SANDBOX__POOL_SIZE=4` sets an i
 | ORCHESTRATOR_ADDR    | addresses.orchestrator     |
 | LLM_GATEWAY_ADDR     | addresses.llm_gateway      |
 | SANDBOX_ADDR         | addresses.sandbox          |
+| HTTP_API_ADDR        | addresses.http_api         |
 | STORE_DATABASE_URL   | store.database_url         |
 | AGENT_CANVAS_TOKEN   | client token used by the CLI and by services calling peers |
 
@@ -32,12 +33,14 @@ import yaml
 
 from services.common.errors import InvalidArgumentError
 
-SERVICES = ("canvas_store", "orchestrator", "llm_gateway", "sandbox")
+SERVICES = ("canvas_store", "orchestrator", "llm_gateway", "sandbox", "http_api")
 
-DEFAULT_PORTS = {"canvas_store": 50051, "orchestrator": 50052, "llm_gateway": 50053, "sandbox": 50054}
+# http_api speaks HTTP (RAGFlow's API) on RAGFlow's own port; the others speak gRPC.
+DEFAULT_PORTS = {"canvas_store": 50051, "orchestrator": 50052, "llm_gateway": 50053, "sandbox": 50054, "http_api": 9380}
 
 # Config section that holds each service's own keys (short names, as users write them).
-SECTION_BY_SERVICE = {"canvas_store": "store", "orchestrator": "orchestrator", "llm_gateway": "gateway", "sandbox": "sandbox"}
+SECTION_BY_SERVICE = {"canvas_store": "store", "orchestrator": "orchestrator", "llm_gateway": "gateway", "sandbox": "sandbox",
+                      "http_api": "http"}
 
 SERVER_KEYS = frozenset({"port", "shutdown_grace_s", "metrics_port", "event_loop"})
 """Keys of every service's section that the shared bootstrap reads (a service's own settings accept them)."""
@@ -48,6 +51,7 @@ _NAMED_ENV = {
     "ORCHESTRATOR_ADDR": ("addresses", "orchestrator"),
     "LLM_GATEWAY_ADDR": ("addresses", "llm_gateway"),
     "SANDBOX_ADDR": ("addresses", "sandbox"),
+    "HTTP_API_ADDR": ("addresses", "http_api"),
     "STORE_DATABASE_URL": ("store", "database_url"),
 }
 _GENERIC_PREFIX = "AGENT_CANVAS__"

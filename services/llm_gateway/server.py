@@ -132,7 +132,8 @@ def event_pb(event: object) -> pb.ChatEvent:
     if isinstance(event, ThinkingBlockEvent):
         return pb.ChatEvent(thinking_block=block_pb(event.block))
     assert isinstance(event, FinishEvent)
-    return pb.ChatEvent(finish=pb.ChatFinish(reason=_FINISH[event.reason], error=error_pb(event.error), model=event.model))
+    return pb.ChatEvent(finish=pb.ChatFinish(reason=_FINISH[event.reason], error=error_pb(event.error), model=event.model,
+                                             reasoning_as_answer=event.reasoning_as_answer))
 
 
 class LlmGatewayServicer(llm_gateway_pb2_grpc.LlmGatewayServicer):
@@ -145,7 +146,8 @@ class LlmGatewayServicer(llm_gateway_pb2_grpc.LlmGatewayServicer):
         reply = pb.ChatResponse(text=result.text, reasoning=result.reasoning,
                                 tool_calls=[pb.ToolCall(id=c.id, name=c.name, arguments_json=c.arguments_json) for c in result.tool_calls],
                                 finish_reason=_FINISH[result.finish_reason], usage=usage_pb(result.usage), model=result.model,
-                                error=error_pb(result.error), thinking_blocks=[block_pb(b) for b in result.thinking_blocks])
+                                error=error_pb(result.error), thinking_blocks=[block_pb(b) for b in result.thinking_blocks],
+                                reasoning_as_answer=result.reasoning_as_answer)
         if result.has_structured:
             reply.structured.CopyFrom(to_value(result.structured))
         return reply

@@ -18,6 +18,7 @@ from services.orchestrator.core.admission import Admission, InMemorySlots
 from services.orchestrator.core.context import Services
 from services.orchestrator.core.loop import LoopSettings
 from services.orchestrator.core.orchestrator import Orchestrator
+from services.orchestrator.core.ports import acting_as
 from services.orchestrator.core.runner import Limits
 from services.orchestrator.server import OrchestratorServicer
 from services.orchestrator.settings import OrchestratorSettings
@@ -46,7 +47,8 @@ def build_orchestrator(config: Config, *, store=None, llm=None) -> tuple[Orchest
         closables.append(llm)
     http = httpx.AsyncClient(follow_redirects=False)
     pool = ThreadPoolExecutor(max_workers=settings.thread_pool_size, thread_name_prefix="orchestrator")
-    tools = ToolRuntime(ToolsSettings.from_config(config))
+    # A takeover runs outside any RPC: its CodeExec calls act for the run's creator with the service token.
+    tools = ToolRuntime(ToolsSettings.from_config(config), service_identity=lambda: (token(), acting_as.get()))
     services = Services(llm=llm, http=http, pool=pool, tools=tools, conversation_max_turns=settings.conversation_max_turns)
     loop_settings = LoopSettings(
         holder=settings.replica, lease_ttl_ms=settings.lease_ttl_ms, flush_interval_s=settings.flush_interval_ms / 1000,

@@ -80,16 +80,25 @@ def _run_id(value: str) -> str:
     return value
 
 
+def _text_delivery(value: int) -> None:
+    if value not in orchestrator_pb2.TextDelivery.values():
+        raise InvalidArgumentError.for_field("text_delivery", f"unknown value {value}")
+
+
 class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
     def __init__(self, orchestrator: Orchestrator, heartbeat_interval_s: float = 15.0):
         self._orchestrator = orchestrator
         self._heartbeat_s = heartbeat_interval_s
 
-    async def _batches(self, record: RunRecord, after_seq: int) -> AsyncIterator[list[orchestrator_pb2.RunEvent]]:
-        """The run's events as protos, grouped as committed; a heartbeat alone when idle."""
+    async def _batches(self, record: RunRecord, after_seq: int,
+                       text_delivery: int = 0) -> AsyncIterator[list[orchestrator_pb2.RunEvent]]:
+        """The run's events as protos, grouped as committed; a heartbeat alone when idle (carrying the last
+        seq sent, which with TEXT_DELIVERY_CONFIRMED may be behind the run's)."""
         trace = str(record.spec.get("trace_id", ""))
         last_seq = after_seq
-        async for batch in with_heartbeats(self._orchestrator.stream_batches(record.id, after_seq), self._heartbeat_s):
+        confirmed = text_delivery == orchestrator_pb2.TEXT_DELIVERY_CONFIRMED
+        stream = self._orchestrator.stream_batches(record.id, after_seq, confirmed_text=confirmed)
+        async for batch in with_heartbeats(stream, self._heartbeat_s):
             if batch is None:
                 yield [orchestrator_pb2.RunEvent(run_id=record.id, session_id=record.session_id, seq=last_seq,
                                                  created_at_ms=now_ms(), trace_id=trace, heartbeat=orchestrator_pb2.Heartbeat())]
@@ -98,6 +107,7 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
             yield [to_proto(event, record.id, record.session_id, trace) for event in batch]
 
     async def _start(self, request: orchestrator_pb2.RunCanvasRequest) -> RunRecord:
+        _text_delivery(request.text_delivery)
         source = request.WhichOneof("source")
         if source is None and not request.session_id and not request.resume_run_id:
             # a session knows its canvas (and its paused run); a paused run knows its DSL
@@ -112,34 +122,36 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
             decode_dsl=(lambda: from_struct(request.dsl)) if inline else None,
             inputs=from_struct(request.inputs), session_id=request.session_id, user_id=request.user_id,
             request_id=request.request_id, resume_run_id=request.resume_run_id,
+            webhook_payload=from_struct(request.webhook_payload) if request.HasField("webhook_payload") else None,
             files=[InputFileData(f.name, f.mime_type, f.content, f.url) for f in request.files],
         )
         return await self._orchestrator.start_run(run_request, identity.tenant_id if identity else "",
                                                   identity.user_id if identity else "")
 
     async def _reattach(self, request: orchestrator_pb2.StreamRunEventsRequest) -> RunRecord:
+        _text_delivery(request.text_delivery)
         return await self._orchestrator.reattach(_run_id(request.run_id), request.after_seq)
 
     async def RunCanvas(self, request: orchestrator_pb2.RunCanvasRequest, ctx):
         record = await self._start(request)
-        async for batch in self._batches(record, 0):
+        async for batch in self._batches(record, 0, request.text_delivery):
             for event in batch:
                 yield event
 
     async def RunCanvasBatched(self, request: orchestrator_pb2.RunCanvasRequest, ctx):
         record = await self._start(request)
-        async for batch in self._batches(record, 0):
+        async for batch in self._batches(record, 0, request.text_delivery):
             yield orchestrator_pb2.RunEventBatch(events=batch)
 
     async def StreamRunEvents(self, request: orchestrator_pb2.StreamRunEventsRequest, ctx):
         record = await self._reattach(request)
-        async for batch in self._batches(record, request.after_seq):
+        async for batch in self._batches(record, request.after_seq, request.text_delivery):
             for event in batch:
                 yield event
 
     async def StreamRunEventsBatched(self, request: orchestrator_pb2.StreamRunEventsRequest, ctx):
         record = await self._reattach(request)
-        async for batch in self._batches(record, request.after_seq):
+        async for batch in self._batches(record, request.after_seq, request.text_delivery):
             yield orchestrator_pb2.RunEventBatch(events=batch)
 
     async def CancelRun(self, request: orchestrator_pb2.CancelRunRequest, ctx) -> orchestrator_pb2.Run:

@@ -23,6 +23,7 @@ from services.common.auth import TokenAuthenticator
 from services.common.bootstrap import RunningServer, start_server
 from services.common.clients import create_channel
 from services.common.settings import Config
+from services.common.structs import to_struct
 from tests.support.databases import temporary_database
 
 BACKENDS = ("sqlite", "postgresql", "mariadb")
@@ -37,6 +38,7 @@ TOKENS = [
 
 # Small limits so the tests exercise pruning, history bounds and the DSL size limit quickly.
 STORE_LIMITS = {"keep_draft_revisions": 3, "session_history_max": 6, "session_history_max_bytes": 64 * 1024,
+                "session_turn_max_bytes": 96 * 1024,
                 "max_dsl_bytes": 256 * 1024, "watch_poll_interval_ms": 50}
 
 
@@ -127,6 +129,27 @@ MINIMAL_DSL = {
     "path": [],
     "retrieval": [],
 }
+
+
+def run_record(*, spec: dict[str, Any] | None = None, **fields: Any) -> pb.RunRecord:
+    """A run record the store accepts: its spec holds a DSL (MINIMAL_DSL unless `spec` brings its own)."""
+    run = pb.RunRecord(**fields)
+    run.spec.CopyFrom(to_struct({"dsl": MINIMAL_DSL, **(spec or {})}))
+    return run
+
+
+def event_payload(kind: str = "") -> bytes:
+    """A payload the store accepts: a serialized RunEvent (a MessageDelta whose text names `kind`)."""
+    from agentcanvas.v1 import orchestrator_pb2
+
+    return orchestrator_pb2.RunEvent(message_delta=orchestrator_pb2.MessageDelta(content=kind)).SerializeToString()
+
+
+def spec_of(run: pb.RunRecord) -> dict[str, Any]:
+    """A run's spec without the DSL that run_record puts in."""
+    from services.common.structs import from_struct
+
+    return {k: v for k, v in from_struct(run.spec).items() if k != "dsl"}
 
 
 def dsl_variant(n: int) -> dict[str, Any]:

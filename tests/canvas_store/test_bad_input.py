@@ -15,7 +15,7 @@ from google.protobuf import field_mask_pb2, struct_pb2
 from services.common import status
 from services.common.auth import ON_BEHALF_OF
 from services.common.structs import from_struct, to_struct
-from tests.canvas_store.conftest import MINIMAL_DSL, create_canvas, expect_code, unique_title
+from tests.canvas_store.conftest import MINIMAL_DSL, create_canvas, event_payload, expect_code, run_record, unique_title
 
 BAD = grpc.StatusCode.INVALID_ARGUMENT
 
@@ -55,7 +55,7 @@ async def test_non_finite_numbers_elsewhere_are_invalid(store):
     error = await expect_code(store.alice.AppendSessionTurn(pb.AppendSessionTurnRequest(
         id=session.id, messages=[message])), BAD)
     assert _fields(error) == ["messages[0].score"], error.details()
-    run = pb.RunRecord(canvas_id=canvas.id)
+    run = run_record(canvas_id=canvas.id)
     run.spec.fields["temperature"].number_value = math.nan
     error = await expect_code(store.alice.CreateRunRecord(pb.CreateRunRecordRequest(run=run)), BAD)
     assert _fields(error) == ["run.spec.temperature"], error.details()
@@ -83,7 +83,7 @@ async def test_nul_characters_are_refused_on_every_backend(store):
         (store.alice.ListCanvases(pb.ListCanvasesRequest(filter='title:"\x00"')), "filter"),
         (store.alice.CreateSession(pb.CreateSessionRequest(canvas_id=canvas.id, user_id="u\x00")), "user_id"),
         (store.alice.AddTenantMember(pb.AddTenantMemberRequest(user_id="\x00")), "user_id"),
-        (store.alice.CreateRunRecord(pb.CreateRunRecordRequest(run=pb.RunRecord(canvas_id=canvas.id),
+        (store.alice.CreateRunRecord(pb.CreateRunRecordRequest(run=run_record(canvas_id=canvas.id),
                                                                request_id="r\x00")), "request_id"),
         (store.alice.AcquireRunLease(pb.AcquireRunLeaseRequest(run_id="f" * 32, holder="h\x00")), "holder"),
     ]
@@ -98,7 +98,7 @@ async def test_nul_in_session_messages_and_run_fields(store):
     error = await expect_code(store.alice.AppendSessionTurn(pb.AppendSessionTurnRequest(
         id=session.id, messages=[to_struct({"role": "user", "content": ["fine", "bad\x00"]})])), BAD)
     assert _fields(error) == ["messages[0].content[1]"], error.details()
-    run = await store.alice.StartRunRecord(pb.StartRunRecordRequest(run=pb.RunRecord(canvas_id=canvas.id), holder="h"))
+    run = await store.alice.StartRunRecord(pb.StartRunRecordRequest(run=run_record(canvas_id=canvas.id), holder="h"))
     commit = pb.CommitRunStepRequest(run_id=run.run.id, lease_token=run.lease.token,
                                      steps=[pb.RunStep(node_id="n\x00")])
     error = await expect_code(store.alice.CommitRunStep(commit), BAD)
@@ -106,7 +106,7 @@ async def test_nul_in_session_messages_and_run_fields(store):
     # bytes fields may hold NULs: event payloads are opaque.
     ok = await store.alice.CommitRunStep(pb.CommitRunStepRequest(
         run_id=run.run.id, lease_token=run.lease.token,
-        events=[pb.StoredRunEvent(event_type="e", payload=b"\x00\x01")]))
+        events=[pb.StoredRunEvent(event_type="e", payload=event_payload("\x00\x01"))]))
     assert ok.last_seq == 1
 
 
@@ -182,7 +182,7 @@ async def test_errors_echoing_huge_input_are_clipped(store):
 
 async def test_many_violations_are_capped(store):
     run = await store.alice.StartRunRecord(pb.StartRunRecordRequest(
-        run=pb.RunRecord(canvas_id=(await create_canvas(store.alice)).id), holder="h"))
+        run=run_record(canvas_id=(await create_canvas(store.alice)).id), holder="h"))
     huge_key = "k" * 5000
     state = to_struct({f"{huge_key}{i}": "\x00" for i in range(50)})
     error = await expect_code(store.alice.CommitRunStep(pb.CommitRunStepRequest(
@@ -225,22 +225,22 @@ async def test_run_records_check_revision_and_session(store):
                 return pb.CreateRunRecordRequest(run=run)
             return pb.StartRunRecordRequest(run=run, holder="h")
 
-        await expect_code(call(request(pb.RunRecord(canvas_id=canvas.id, revision_id="f" * 32))),
+        await expect_code(call(request(run_record(canvas_id=canvas.id, revision_id="f" * 32))),
                           grpc.StatusCode.NOT_FOUND)
-        await expect_code(call(request(pb.RunRecord(canvas_id=canvas.id, revision_id=other.head_revision_id))),
+        await expect_code(call(request(run_record(canvas_id=canvas.id, revision_id=other.head_revision_id))),
                           grpc.StatusCode.NOT_FOUND)
-        error = await expect_code(call(request(pb.RunRecord(canvas_id=other.id, session_id=session.id))), BAD)
+        error = await expect_code(call(request(run_record(canvas_id=other.id, session_id=session.id))), BAD)
         assert _fields(error) == ["run.session_id"], error.details()
-        await call(request(pb.RunRecord(canvas_id=canvas.id, revision_id=canvas.head_revision_id,
+        await call(request(run_record(canvas_id=canvas.id, revision_id=canvas.head_revision_id,
                                         session_id=session.id)))
     deleted = await store.alice.DeleteCanvas(pb.DeleteCanvasRequest(id=canvas.id))
     assert deleted.canvas.delete_time.seconds
-    for run in (pb.RunRecord(session_id=session.id), pb.RunRecord(canvas_id=canvas.id, session_id=session.id)):
+    for run in (run_record(session_id=session.id), run_record(canvas_id=canvas.id, session_id=session.id)):
         error = await expect_code(store.alice.CreateRunRecord(pb.CreateRunRecordRequest(run=run)),
                                   grpc.StatusCode.FAILED_PRECONDITION)
         assert status.from_rpc_error(error).reason == "CANVAS_DELETED"
     error = await expect_code(store.service.StartRunRecord(pb.StartRunRecordRequest(
-        run=pb.RunRecord(session_id=session.id), holder="h")), grpc.StatusCode.FAILED_PRECONDITION)
+        run=run_record(session_id=session.id), holder="h")), grpc.StatusCode.FAILED_PRECONDITION)
     assert status.from_rpc_error(error).reason == "CANVAS_DELETED"
 
 
@@ -309,8 +309,8 @@ async def test_dsl_nested_past_the_limit_is_refused_by_path_and_writes_nothing(s
     assert _fields(error) == [_deep_path("canvas.dsl.list[0][0]", 28)], error.details()
     assert (await store.alice.GetCanvas(pb.GetCanvasRequest(id=created.id))).etag == created.etag
     # The deepest DSL still fits a run spec that holds it one level down.
-    run = await store.alice.CreateRunRecord(pb.CreateRunRecordRequest(run=pb.RunRecord(
-        canvas_id=created.id, spec=to_struct({"dsl": deepest}))))
+    run = await store.alice.CreateRunRecord(pb.CreateRunRecordRequest(run=run_record(
+        canvas_id=created.id, spec={"dsl": deepest})))
     assert from_struct((await store.alice.GetRunRecord(pb.GetRunRecordRequest(id=run.id))).spec) == {"dsl": deepest}
 
 
@@ -329,10 +329,10 @@ async def test_session_and_run_json_nested_past_the_limit_is_refused_by_path(sto
         id=session.id, messages=[to_struct({"role": "user", "x": _nested(29)})], state=to_struct({"x": _nested(30)})))
     assert turned.conversation_turns == 1 and from_struct(turned.state) == {"x": _nested(30)}
 
-    error = await expect_code(store.alice.CreateRunRecord(pb.CreateRunRecordRequest(run=pb.RunRecord(
-        canvas_id=canvas.id, spec=to_struct({"x": _nested(31)})))), BAD)
+    error = await expect_code(store.alice.CreateRunRecord(pb.CreateRunRecordRequest(run=run_record(
+        canvas_id=canvas.id, spec={"x": _nested(31)}))), BAD)
     assert _fields(error) == [_deep_path("run.spec.x", 31)], error.details()
-    run = await store.alice.StartRunRecord(pb.StartRunRecordRequest(run=pb.RunRecord(canvas_id=canvas.id), holder="h"))
+    run = await store.alice.StartRunRecord(pb.StartRunRecordRequest(run=run_record(canvas_id=canvas.id), holder="h"))
     deep_step = pb.CommitRunStepRequest(run_id=run.run.id, lease_token=run.lease.token,
                                         steps=[pb.RunStep(node_id="n", state=to_struct({"x": _nested(31)}))])
     error = await expect_code(store.alice.CommitRunStep(deep_step), BAD)
@@ -343,7 +343,7 @@ async def test_session_and_run_json_nested_past_the_limit_is_refused_by_path(sto
     assert _fields(error) == [_deep_path("outputs.x", 31)], error.details()
     # In a batch the deep item fails alone; the other item is written.
     event = pb.CommitRunStepRequest(run_id=run.run.id, lease_token=run.lease.token,
-                                    events=[pb.StoredRunEvent(event_type="e", payload=b"1")])
+                                    events=[pb.StoredRunEvent(event_type="e", payload=event_payload("1"))])
     batch = await store.alice.CommitRunSteps(pb.CommitRunStepsRequest(commits=[deep_outputs, event]))
     assert [result.code for result in batch.results] == [grpc.StatusCode.INVALID_ARGUMENT.value[0], 0]
     assert batch.results[1].response.last_seq == 1

@@ -25,9 +25,9 @@ from services.common.bootstrap import start_server
 from services.common.clients import create_channel
 from services.common.settings import Config
 from services.common.status import from_rpc_error
-from services.common.structs import from_struct, to_struct
+from services.common.structs import to_struct
 from tests.canvas_store.conftest import (
-    MINIMAL_DSL, STORE_LIMITS, TOKENS, Client, create_canvas, expect_code, unique_title,
+    MINIMAL_DSL, STORE_LIMITS, TOKENS, Client, create_canvas, expect_code, run_record, spec_of, unique_title,
 )
 
 ABORTED = grpc.StatusCode.ABORTED
@@ -45,9 +45,7 @@ def _canvas_request(request_id: str, title: str = "", **fields) -> pb.CreateCanv
 
 
 def _run(canvas_id: str = "", spec: dict | None = None) -> pb.RunRecord:
-    run = pb.RunRecord(canvas_id=canvas_id)
-    run.spec.CopyFrom(to_struct(spec or {"query": "hi"}))
-    return run
+    return run_record(canvas_id=canvas_id, spec=spec or {"query": "hi"})
 
 
 def _start(request_id: str, holder: str, canvas_id: str = "", spec: dict | None = None) -> pb.StartRunRecordRequest:
@@ -131,12 +129,12 @@ async def test_another_user_reusing_a_run_request_id_gets_a_run_of_their_own(sto
     # bob (a member who may run the canvas) sends the same request ids: his own runs, with his spec.
     mine = {"query": "bob's"}
     bobs = await store.bob.CreateRunRecord(pb.CreateRunRecordRequest(run=_run(team.id, mine), request_id=create_id))
-    assert bobs.id != created.id and from_struct(bobs.spec) == mine
+    assert bobs.id != created.id and spec_of(bobs) == mine
     # A StartRunRecord replay of alice's unleased CreateRunRecord key would have leased her run for bob.
     bobs_start = await store.bob.StartRunRecord(_start(create_id, "bob-replica", team.id, mine))
     assert bobs_start.run.id == bobs.id and bobs_start.lease.holder == "bob-replica"  # his own key's run
     bobs_started = await store.bob.StartRunRecord(_start(start_id, "bob-replica", team.id, mine))
-    assert bobs_started.run.id != started.run.id and from_struct(bobs_started.run.spec) == mine
+    assert bobs_started.run.id != started.run.id and spec_of(bobs_started.run) == mine
     assert bobs_started.lease.holder == "bob-replica" and bobs_started.lease.token == 1
     # carol (no access to the canvas) is refused as for any new run, not handed alice's.
     await expect_code(store.carol.StartRunRecord(_start(start_id, "carol", team.id)), NOT_FOUND)
@@ -318,7 +316,7 @@ async def test_a_continuation_claim_is_tenant_wide_so_only_one_user_continues_a_
     # alice (the tenant owner, who may read bob's run) gets bob's continuation back, not a second one.
     second = await store.alice.StartRunRecord(_start(claim, "replica-2", team.id, {"nonce": "alice's"}))
     assert second.run.id == first.run.id and not second.HasField("lease")
-    assert from_struct(second.run.spec) == {"nonce": "bob's"}
+    assert spec_of(second.run) == {"nonce": "bob's"}
     # carol may not read bob's run: refused without seeing it, and no run of hers is created.
     await _expect_gone(store.carol.CreateRunRecord(pb.CreateRunRecordRequest(run=_run(), request_id=claim)))
 

@@ -17,33 +17,33 @@ from services.common.auth import TokenAuthenticator
 from services.common.bootstrap import start_server
 from services.common.clients import create_channel
 from services.common.structs import from_struct, to_struct
-from tests.canvas_store.conftest import Client, create_canvas, expect_code, store_config
+from tests.canvas_store.conftest import Client, create_canvas, event_payload, expect_code, run_record, spec_of, store_config
 
 RUNNING = common_pb2.RUN_STATUS_RUNNING
 SUCCEEDED = common_pb2.RUN_STATUS_SUCCEEDED
 
 
 def _events(*kinds: str, terminal_last: bool = False) -> list[pb.StoredRunEvent]:
-    return [pb.StoredRunEvent(event_type=kind, payload=f"{kind}-payload".encode(),
+    return [pb.StoredRunEvent(event_type=kind, payload=event_payload(f"{kind}-payload"),
                               terminal=terminal_last and i == len(kinds) - 1) for i, kind in enumerate(kinds)]
 
 
 async def _new_run(store, request_id: str = "") -> pb.RunRecord:
     canvas = await create_canvas(store.alice)
-    run = pb.RunRecord(canvas_id=canvas.id, revision_id=canvas.head_revision_id)
-    run.spec.CopyFrom(to_struct({"query": "hello", "inputs": {"n": 1}}))
+    run = run_record(canvas_id=canvas.id, revision_id=canvas.head_revision_id,
+                     spec={"query": "hello", "inputs": {"n": 1}})
     return await store.alice.CreateRunRecord(pb.CreateRunRecordRequest(run=run, request_id=request_id))
 
 
 async def test_create_run_is_idempotent(store):
     first = await _new_run(store, request_id=f"run-req-{time.time_ns()}")
     assert first.status == common_pb2.RUN_STATUS_PENDING and first.last_seq == 0
-    assert from_struct(first.spec) == {"query": "hello", "inputs": {"n": 1}}
+    assert spec_of(first) == {"query": "hello", "inputs": {"n": 1}}
     again = await store.alice.CreateRunRecord(pb.CreateRunRecordRequest(
-        run=pb.RunRecord(canvas_id=first.canvas_id), request_id=f"run-req-{first.id}"))
+        run=run_record(canvas_id=first.canvas_id), request_id=f"run-req-{first.id}"))
     assert again.id != first.id  # another key, another run
     replay = await store.alice.CreateRunRecord(pb.CreateRunRecordRequest(
-        run=pb.RunRecord(canvas_id=first.canvas_id), request_id=f"run-req-{first.id}"))
+        run=run_record(canvas_id=first.canvas_id), request_id=f"run-req-{first.id}"))
     assert replay.id == again.id
 
 
@@ -123,7 +123,7 @@ async def test_commit_is_atomic_and_seq_consecutive(store):
     after = (await store.alice.ListRunSteps(pb.ListRunStepsRequest(run_id=run.id, after_step=8))).steps
     assert [s.step_index for s in after] == [9, 10]
     page = (await store.alice.ListRunEvents(pb.ListRunEventsRequest(run_id=run.id, after_seq=25, page_size=3))).events
-    assert [e.seq for e in page] == [26, 27, 28] and page[0].payload.endswith(b"-payload")
+    assert [e.seq for e in page] == [26, 27, 28] and page[0].payload == event_payload(f"{page[0].event_type}-payload")
     # A fenced-off commit writes nothing at all: no steps, no events, no status.
     await expect_code(store.service.CommitRunStep(pb.CommitRunStepRequest(
         run_id=run.id, lease_token=lease.token + 5, events=_events("bad"), steps=[pb.RunStep(node_id="bad")],
@@ -233,7 +233,7 @@ async def test_watch_sees_commits_made_through_another_store_process(store, tmp_
 
 async def test_concurrent_retries_of_one_create_return_one_run(store):
     canvas = await create_canvas(store.alice)
-    request = pb.CreateRunRecordRequest(run=pb.RunRecord(canvas_id=canvas.id), request_id=f"race-{canvas.id}")
+    request = pb.CreateRunRecordRequest(run=run_record(canvas_id=canvas.id), request_id=f"race-{canvas.id}")
     results = await asyncio.gather(*(store.alice.CreateRunRecord(request) for _ in range(6)))
     assert len({r.id for r in results}) == 1
 
@@ -282,8 +282,8 @@ async def test_open_watch_ends_with_unavailable_when_the_store_drains(store, tmp
 # ---- StartRunRecord and CommitRunSteps (fewer RPCs and transactions per run) ------------------------
 
 def _start_request(canvas, request_id: str, holder: str, **extra) -> pb.StartRunRecordRequest:
-    run = pb.RunRecord(canvas_id=canvas.id, revision_id=canvas.head_revision_id)
-    run.spec.CopyFrom(to_struct({"query": "start", "inputs": {"n": 2}}))
+    run = run_record(canvas_id=canvas.id, revision_id=canvas.head_revision_id,
+                     spec={"query": "start", "inputs": {"n": 2}})
     return pb.StartRunRecordRequest(run=run, request_id=request_id, holder=holder, ttl_ms=60_000, **extra)
 
 
@@ -295,11 +295,11 @@ async def test_start_run_creates_and_leases_in_one_call(store):
     assert started.lease.holder == "a" and started.lease.token == 1 and started.lease.run_id == started.run.id
     got = await store.alice.GetRunRecord(pb.GetRunRecordRequest(id=started.run.id))
     assert got.lease.holder == "a" and got.lease.token == 1
-    assert from_struct(got.spec) == {"query": "start", "inputs": {"n": 2}}
+    assert spec_of(got) == {"query": "start", "inputs": {"n": 2}}
     # The same holder replaying gets the same run and its own lease back; another holder gets no lease.
     replay = await store.alice.StartRunRecord(_start_request(canvas, key, "a"))
     assert replay.run.id == started.run.id and replay.lease.token == 1
-    assert from_struct(replay.run.spec) == {"query": "start", "inputs": {"n": 2}}  # omit_spec not asked
+    assert spec_of(replay.run) == {"query": "start", "inputs": {"n": 2}}  # omit_spec not asked
     other = await store.alice.StartRunRecord(_start_request(canvas, key, "b"))
     assert other.run.id == started.run.id and not other.HasField("lease")
     await expect_code(store.alice.AcquireRunLease(pb.AcquireRunLeaseRequest(run_id=started.run.id, holder="b")),
@@ -314,13 +314,12 @@ async def test_start_run_creates_and_leases_in_one_call(store):
 async def test_start_run_replay_leases_a_run_created_unleased(store):
     canvas = await create_canvas(store.alice)
     key = f"start-unleased-{time.time_ns()}"
-    run = pb.RunRecord(canvas_id=canvas.id)
-    run.spec.CopyFrom(to_struct({"query": "other"}))
+    run = run_record(canvas_id=canvas.id, spec={"query": "other"})
     created = await store.alice.CreateRunRecord(pb.CreateRunRecordRequest(run=run, request_id=key))
     started = await store.alice.StartRunRecord(_start_request(canvas, key, "b", omit_spec=True))
     assert started.run.id == created.id and started.lease.holder == "b" and started.lease.token == 1
     # The stored spec differs from the one sent, so it is returned despite omit_spec.
-    assert from_struct(started.run.spec) == {"query": "other"}
+    assert spec_of(started.run) == {"query": "other"}
     await store.alice.ReleaseRunLease(pb.ReleaseRunLeaseRequest(run_id=created.id, token=1))
     again = await store.alice.StartRunRecord(_start_request(canvas, key, "c"))
     assert again.lease.holder == "c" and again.lease.token == 2  # a new token fences the released one
@@ -332,7 +331,7 @@ async def test_start_run_validates_like_create_plus_lease(store):
                               grpc.StatusCode.INVALID_ARGUMENT)
     assert [v.field for v in status.field_violations(error)] == ["holder"]
     error = await expect_code(store.alice.StartRunRecord(pb.StartRunRecordRequest(
-        run=pb.RunRecord(canvas_id="0" * 32), holder="a")), grpc.StatusCode.NOT_FOUND)
+        run=run_record(canvas_id="0" * 32), holder="a")), grpc.StatusCode.NOT_FOUND)
     await expect_code(store.carol.StartRunRecord(_start_request(canvas, "", "a")), grpc.StatusCode.NOT_FOUND)
 
 
@@ -366,7 +365,7 @@ async def test_commit_run_steps_fences_each_item_on_its_own(store):
         pb.CommitRunStepRequest(run_id=one.id, lease_token=1, events=_events("x")),
         pb.CommitRunStepRequest(run_id=two.id, lease_token=1, events=_events("c")),
         pb.CommitRunStepRequest(run_id=done.id, lease_token=1, events=_events("late")),
-        pb.CommitRunStepRequest(run_id=one.id, lease_token=1, events=[pb.StoredRunEvent(event_type="t" * 65)]),
+        pb.CommitRunStepRequest(run_id=one.id, lease_token=1, events=[pb.StoredRunEvent(event_type="t" * 65, payload=event_payload())]),
         pb.CommitRunStepRequest(run_id="0" * 32, lease_token=1, events=_events("ghost")),
     ]
     reply = await store.alice.CommitRunSteps(pb.CommitRunStepsRequest(commits=commits))

@@ -17,6 +17,7 @@ from services.canvas_store.core.ids import new_etag, new_id
 from services.canvas_store.core.types import Session
 from services.common.errors import NotFoundError
 from services.common.structs import from_struct, to_struct
+from services.common.status import from_rpc_error
 from tests.canvas_store.conftest import create_canvas, dsl_variant, expect_code
 
 
@@ -134,6 +135,34 @@ async def test_history_is_bounded_in_bytes_but_keeps_the_turn_being_appended(sto
         id=session.id, messages=[big("user", 3, 40_000), big("assistant", 3, 40_000)]))
     got = await store.alice.GetSession(pb.GetSessionRequest(id=session.id))
     assert [from_struct(m)["content"][:2] for m in got.history] == ["3:", "3:"] and got.conversation_turns == 4
+
+
+async def test_a_turn_larger_than_its_limit_is_refused_naming_the_field(store):
+    # store.session_turn_max_bytes is 96 KiB in the test store (1 MiB by default); a 5 MB message was accepted.
+    canvas = await create_canvas(store.alice)
+    session = await store.alice.CreateSession(pb.CreateSessionRequest(canvas_id=canvas.id))
+
+    def message(size: int) -> struct_pb2.Struct:
+        return to_struct({"role": "user", "content": "x" * size})
+
+    for messages, field in (([message(10), message(100 * 1024)], "messages[1]"),
+                            ([message(60 * 1024), message(60 * 1024)], "messages")):
+        error = await expect_code(store.alice.AppendSessionTurn(pb.AppendSessionTurnRequest(
+            id=session.id, messages=messages)), grpc.StatusCode.INVALID_ARGUMENT)
+        assert [v.field for v in from_rpc_error(error).violations] == [field], error.details()
+        assert "session_turn_max_bytes" in error.details()
+    assert (await store.alice.GetSession(pb.GetSessionRequest(id=session.id))).conversation_turns == 0
+    ok = await store.alice.AppendSessionTurn(pb.AppendSessionTurnRequest(id=session.id, messages=[message(90 * 1024)]))
+    assert ok.conversation_turns == 1
+
+
+def test_the_turn_limit_defaults_to_one_mebibyte_and_is_configurable():
+    from services.canvas_store.settings import StoreSettings
+    from services.common.settings import Config
+
+    assert StoreSettings.from_config(Config.load(env={})).session_turn_max_bytes == 1 << 20
+    config = Config.load(env={}).with_overrides({"store": {"session_turn_max_bytes": 4096}})
+    assert StoreSettings.from_config(config).session_turn_max_bytes == 4096
 
 
 async def test_concurrent_turns_one_wins(store):

@@ -11,7 +11,7 @@ from agentcanvas.v1 import canvas_store_pb2 as pb
 from google.protobuf import field_mask_pb2
 
 from services.canvas_store.adapters.sql.models import canvas_tags, canvases, revisions, sessions
-from tests.canvas_store.conftest import create_canvas, expect_code, unique_title
+from tests.canvas_store.conftest import create_canvas, expect_code, run_record, unique_title
 
 DAY_MS = 24 * 3600 * 1000
 
@@ -67,7 +67,7 @@ async def test_deleted_canvas_refuses_writes_sessions_and_runs(store):
         canvas_id=created.id, revision_id=created.head_revision_id, etag=deleted.etag)), failed)
     await expect_code(store.alice.CreateSession(pb.CreateSessionRequest(canvas_id=created.id)), failed)
     await expect_code(store.bob.CreateSession(pb.CreateSessionRequest(canvas_id=created.id)), failed)
-    await expect_code(store.alice.CreateRunRecord(pb.CreateRunRecordRequest(run=pb.RunRecord(canvas_id=created.id))),
+    await expect_code(store.alice.CreateRunRecord(pb.CreateRunRecordRequest(run=run_record(canvas_id=created.id))),
                       failed)
     # Reads of the canvas's history still work while it can be undeleted.
     assert (await store.alice.GetRevision(pb.GetRevisionRequest(canvas_id=created.id, revision_id="latest"))).id

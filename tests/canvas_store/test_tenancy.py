@@ -8,7 +8,7 @@ from agentcanvas.v1 import common_pb2
 from google.protobuf import field_mask_pb2
 
 from services.common.structs import to_struct
-from tests.canvas_store.conftest import MINIMAL_DSL, create_canvas, expect_code
+from tests.canvas_store.conftest import MINIMAL_DSL, create_canvas, expect_code, run_record
 
 NOT_FOUND = grpc.StatusCode.NOT_FOUND
 
@@ -16,7 +16,7 @@ NOT_FOUND = grpc.StatusCode.NOT_FOUND
 async def _alice_world(store):
     canvas = await create_canvas(store.alice, permission=pb.CANVAS_PERMISSION_TEAM)
     session = await store.alice.CreateSession(pb.CreateSessionRequest(canvas_id=canvas.id))
-    run = await store.alice.CreateRunRecord(pb.CreateRunRecordRequest(run=pb.RunRecord(canvas_id=canvas.id)))
+    run = await store.alice.CreateRunRecord(pb.CreateRunRecordRequest(run=run_record(canvas_id=canvas.id)))
     lease = await store.service.AcquireRunLease(pb.AcquireRunLeaseRequest(run_id=run.id, holder="replica-a"))
     return canvas, session, run, lease
 
@@ -40,7 +40,7 @@ async def test_another_tenant_is_denied_on_every_rpc(store):
         "DeleteSession": m.DeleteSession(pb.DeleteSessionRequest(id=session.id)),
         "AppendSessionTurn": m.AppendSessionTurn(pb.AppendSessionTurnRequest(
             id=session.id, messages=[to_struct({"role": "user", "content": "x"})])),
-        "CreateRunRecord": m.CreateRunRecord(pb.CreateRunRecordRequest(run=pb.RunRecord(canvas_id=canvas.id))),
+        "CreateRunRecord": m.CreateRunRecord(pb.CreateRunRecordRequest(run=run_record(canvas_id=canvas.id))),
         "GetRunRecord": m.GetRunRecord(pb.GetRunRecordRequest(id=run.id)),
         "AcquireRunLease": m.AcquireRunLease(pb.AcquireRunLeaseRequest(run_id=run.id, holder="evil")),
         "RenewRunLease": m.RenewRunLease(pb.RenewRunLeaseRequest(run_id=run.id, holder="replica-a", token=lease.token)),
@@ -111,7 +111,7 @@ async def test_team_rules_inside_a_tenant(store):
 
 async def test_runs_belong_to_their_creator_and_tenant(store):
     canvas = await create_canvas(store.bob, dsl=MINIMAL_DSL)
-    run = await store.bob.CreateRunRecord(pb.CreateRunRecordRequest(run=pb.RunRecord(canvas_id=canvas.id)))
+    run = await store.bob.CreateRunRecord(pb.CreateRunRecordRequest(run=run_record(canvas_id=canvas.id)))
     assert run.tenant_id == "acme" and run.creator_id == "bob" and run.status == common_pb2.RUN_STATUS_PENDING
     await expect_code(store.carol.GetRunRecord(pb.GetRunRecordRequest(id=run.id)), NOT_FOUND)
     assert (await store.alice.GetRunRecord(pb.GetRunRecordRequest(id=run.id))).id == run.id  # tenant owner

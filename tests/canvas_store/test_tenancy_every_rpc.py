@@ -19,7 +19,7 @@ from agentcanvas.v1 import canvas_store_pb2 as pb
 from google.protobuf import field_mask_pb2
 
 from services.common.structs import to_struct
-from tests.canvas_store.conftest import create_canvas, dsl_variant, expect_code, unique_title
+from tests.canvas_store.conftest import create_canvas, dsl_variant, event_payload, expect_code, run_record, unique_title
 
 NOT_FOUND = grpc.StatusCode.NOT_FOUND
 SERVICE = pb.DESCRIPTOR.services_by_name["CanvasStore"]
@@ -45,7 +45,7 @@ async def _alice_world(store, permission: int) -> World:
     deleted = await create_canvas(store.alice, permission=permission)
     deleted = (await store.alice.DeleteCanvas(pb.DeleteCanvasRequest(id=deleted.id))).canvas
     session = await store.alice.CreateSession(pb.CreateSessionRequest(canvas_id=canvas.id))
-    run = await store.alice.CreateRunRecord(pb.CreateRunRecordRequest(run=pb.RunRecord(canvas_id=canvas.id)))
+    run = await store.alice.CreateRunRecord(pb.CreateRunRecordRequest(run=run_record(canvas_id=canvas.id)))
     lease = await store.service.AcquireRunLease(pb.AcquireRunLeaseRequest(run_id=run.id, holder="replica-a"))
     return World(canvas, deleted, session, run, lease)
 
@@ -94,14 +94,14 @@ DENIED: dict[str, list[Callable[[Any, World], Any]]] = {
     "AppendSessionTurn": [lambda c, w: c.AppendSessionTurn(pb.AppendSessionTurnRequest(
         id=w.session.id, messages=[to_struct({"role": "user", "content": "pwned"})], etag=w.session.etag))],
     "CreateRunRecord": [
-        lambda c, w: c.CreateRunRecord(pb.CreateRunRecordRequest(run=pb.RunRecord(canvas_id=w.canvas.id))),
-        lambda c, w: c.CreateRunRecord(pb.CreateRunRecordRequest(run=pb.RunRecord(session_id=w.session.id))),
+        lambda c, w: c.CreateRunRecord(pb.CreateRunRecordRequest(run=run_record(canvas_id=w.canvas.id))),
+        lambda c, w: c.CreateRunRecord(pb.CreateRunRecordRequest(run=run_record(session_id=w.session.id))),
         lambda c, w: c.CreateRunRecord(pb.CreateRunRecordRequest(request_id=f"resume:{w.run.id}",
-                                                                 run=pb.RunRecord(session_id=w.session.id))),
+                                                                 run=run_record(session_id=w.session.id))),
     ],
     "StartRunRecord": [
-        lambda c, w: c.StartRunRecord(pb.StartRunRecordRequest(run=pb.RunRecord(canvas_id=w.canvas.id), holder="evil")),
-        lambda c, w: c.StartRunRecord(pb.StartRunRecordRequest(run=pb.RunRecord(session_id=w.session.id),
+        lambda c, w: c.StartRunRecord(pb.StartRunRecordRequest(run=run_record(canvas_id=w.canvas.id), holder="evil")),
+        lambda c, w: c.StartRunRecord(pb.StartRunRecordRequest(run=run_record(session_id=w.session.id),
                                                                holder="evil")),
     ],
     "GetRunRecord": [lambda c, w: c.GetRunRecord(pb.GetRunRecordRequest(id=w.run.id))],
@@ -110,7 +110,7 @@ DENIED: dict[str, list[Callable[[Any, World], Any]]] = {
                                                                            token=w.lease.token))],
     "ReleaseRunLease": [lambda c, w: c.ReleaseRunLease(pb.ReleaseRunLeaseRequest(run_id=w.run.id, token=w.lease.token))],
     "CommitRunStep": [lambda c, w: c.CommitRunStep(pb.CommitRunStepRequest(run_id=w.run.id, lease_token=w.lease.token,
-                                                                           events=[pb.StoredRunEvent(event_type="x")]))],
+                                                                           events=[pb.StoredRunEvent(event_type="x", payload=event_payload())]))],
     "ListRunSteps": [lambda c, w: c.ListRunSteps(pb.ListRunStepsRequest(run_id=w.run.id))],
     "ListRunEvents": [lambda c, w: c.ListRunEvents(pb.ListRunEventsRequest(run_id=w.run.id))],
     "RequestRunCancel": [lambda c, w: c.RequestRunCancel(pb.RequestRunCancelRequest(id=w.run.id))],
@@ -119,7 +119,7 @@ DENIED: dict[str, list[Callable[[Any, World], Any]]] = {
 
 async def _commit_batch_item_denied(client, world: World) -> None:
     reply = await client.CommitRunSteps(pb.CommitRunStepsRequest(commits=[pb.CommitRunStepRequest(
-        run_id=world.run.id, lease_token=world.lease.token, events=[pb.StoredRunEvent(event_type="x")])]))
+        run_id=world.run.id, lease_token=world.lease.token, events=[pb.StoredRunEvent(event_type="x", payload=event_payload())])]))
     assert [item.code for item in reply.results] == [grpc.StatusCode.NOT_FOUND.value[0]]
     assert SECRET not in reply.results[0].message
 

@@ -13,7 +13,7 @@ from google.protobuf import field_mask_pb2, struct_pb2
 from services.canvas_store.settings import StoreSettings
 from services.common.settings import Config
 from services.common.structs import to_struct
-from tests.canvas_store.conftest import MINIMAL_DSL, create_canvas, expect_code
+from tests.canvas_store.conftest import MINIMAL_DSL, create_canvas, expect_code, run_record
 
 
 def _canvas(title: str, dsl=None, **kwargs) -> pb.Canvas:
@@ -130,12 +130,12 @@ async def test_default_size_limit_on_every_backend(store, tmp_path):
 
 async def test_run_and_session_payload_limits(store):
     canvas = await create_canvas(store.alice)
-    big_spec = pb.RunRecord(canvas_id=canvas.id)
+    big_spec = run_record(canvas_id=canvas.id)
     big_spec.spec.CopyFrom(to_struct({"blob": "x" * (256 * 1024 + (1 << 20))}))
     error = await expect_code(store.alice.CreateRunRecord(pb.CreateRunRecordRequest(run=big_spec)),
                               grpc.StatusCode.INVALID_ARGUMENT)
     assert "run.spec" in error.details()
-    run = await store.alice.CreateRunRecord(pb.CreateRunRecordRequest(run=pb.RunRecord(canvas_id=canvas.id)))
+    run = await store.alice.CreateRunRecord(pb.CreateRunRecordRequest(run=run_record(canvas_id=canvas.id)))
     lease = await store.alice.AcquireRunLease(pb.AcquireRunLeaseRequest(run_id=run.id, holder="a"))
     error = await expect_code(store.alice.CommitRunStep(pb.CommitRunStepRequest(
         run_id=run.id, lease_token=lease.token,

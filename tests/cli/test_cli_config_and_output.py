@@ -4,6 +4,7 @@ traceback, a hang or a silent wrong value."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -145,6 +146,36 @@ def test_serve_on_a_port_in_use_exits_2_naming_it(data_dir):
     assert result.returncode == 2 and "Traceback" not in err, err  # grpc's RuntimeError traceback, exit 1 before
     errors = [line for line in err.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and f"127.0.0.1:{port}" in errors[0] and "canvas_store" in errors[0], err
+
+
+async def test_serve_on_a_port_another_server_listens_on_exits_2(data_dir, tmp_path):
+    """grpc turns SO_REUSEPORT on by default: a second server bound the same port and the kernel split the
+    connections between the two. A port held by one of our own servers is refused like any other."""
+    from services.canvas_store.app import build_definition as store_definition
+    from services.common.bootstrap import start_server
+    from services.common.settings import Config
+
+    config = Config.load(env={"AGENT_CANVAS_DATA_DIR": str(tmp_path)}).with_overrides(
+        {"store": {"database_url": f"sqlite:///{tmp_path}/store.db"}})
+    first = await start_server(store_definition(config), config, host="127.0.0.1", port=0)
+    try:
+        with pytest.raises(RuntimeError, match="Failed to bind"):  # a second server in this process
+            await start_server(store_definition(config), config, host="127.0.0.1", port=first.port)
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "services.cli.main", "serve", "store", "--host", "127.0.0.1", "--port",
+            str(first.port), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            _, err = await asyncio.wait_for(process.communicate(), 60)  # it served alongside before
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    finally:
+        await first.stop(0)
+    text = err.decode()
+    assert process.returncode == 2 and "Traceback" not in text, text
+    errors = [line for line in text.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and errors[0].startswith("error: FAILED_PRECONDITION: ") and str(first.port) in errors[0]
 
 
 # -- --inputs, --args and canvas files: numbers JSON has not got --------------------------------------------

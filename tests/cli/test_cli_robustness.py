@@ -172,10 +172,11 @@ def free_ports(count: int) -> list[int]:
 
 
 def write_config(tmp_path: Path, **store) -> Path:
-    ports = free_ports(4)
+    ports = free_ports(5)
     config = tmp_path / "config.yaml"
     lines = [f"data_dir: {tmp_path / 'data'}", "addresses:"]
-    lines += [f"  {name}: 127.0.0.1:{port}" for name, port in zip(("canvas_store", "orchestrator", "llm_gateway", "sandbox"), ports)]
+    lines += [f"  {name}: 127.0.0.1:{port}"
+              for name, port in zip(("canvas_store", "orchestrator", "llm_gateway", "sandbox", "http_api"), ports)]
     if store:
         lines += ["store:"] + [f"  {k}: {v}" for k, v in store.items()]
     config.write_text("\n".join(lines) + "\n")

@@ -101,6 +101,32 @@ def test_terminal_view_streams_answer_to_stdout_and_progress_to_stderr():
     assert "SUCCEEDED in 12 ms" in err.getvalue()
 
 
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_takeover_restart_is_marked_on_a_terminal_and_piped_output_asks_for_confirmed_text():
+    from services.cli.commands import text_delivery
+
+    out, err = _Terminal(), io.StringIO()
+    view = TerminalView(out, err, color=False)
+    view.show(_event(message_delta=orchestrator_pb2.MessageDelta(component_id="msg", content="Par")))
+    view.show(_event(message_reset=orchestrator_pb2.MessageReset(component_id="msg", attempt=2)))
+    view.show(_event(node_started=orchestrator_pb2.NodeStarted(component_id="msg", component_type="Message", attempt=2)))
+    view.show(_event(message_delta=orchestrator_pb2.MessageDelta(component_id="msg", content="Paris.")))
+    view.show(_event(message_end=orchestrator_pb2.MessageEnd(content="Paris.")))
+    lines = out.getvalue().splitlines()
+    assert lines == ["Par", "↺ msg restarted (attempt 2); the text above is superseded", "Paris."]
+    assert text_delivery(False, view) == orchestrator_pb2.TEXT_DELIVERY_LIVE
+    # A pipe or a file cannot take text back: the CLI asks for each answer once, whole.
+    assert text_delivery(False, TerminalView(io.StringIO(), err)) == orchestrator_pb2.TEXT_DELIVERY_CONFIRMED
+    assert text_delivery(True, TerminalView(io.StringIO(), err)) == orchestrator_pb2.TEXT_DELIVERY_LIVE
+    view.show(_event(event_unreadable=orchestrator_pb2.EventUnreadable(
+        error=common_pb2.ErrorDetail(reason="DATA_LOSS", message="event 1 of run r1 cannot be decoded"))))
+    assert "event 1 of run r1 cannot be decoded" in err.getvalue()
+
+
 def test_json_lines_use_the_proto_json_mapping():
     line = event_json(_event(message_delta=orchestrator_pb2.MessageDelta(component_id="Message:0", content="hi")))
     assert json.loads(line) == {"runId": "r1", "seq": "1", "messageDelta": {"componentId": "Message:0", "content": "hi"}}

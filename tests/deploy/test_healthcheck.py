@@ -85,3 +85,37 @@ async def test_unknown_service_and_unreachable_port_are_rpc_errors(loading_serve
 async def test_bad_arguments_exit_3():
     assert (await run_probe("--timeout", "0"))[0] == 3
     assert (await run_probe("--bogus"))[0] == 3
+
+
+async def test_http_probe_reports_the_facades_healthz(tmp_path):
+    """`--http` (the http-api image): 0 on a 200 from /healthz, 1 on 503, 2 when nothing answers."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    answers = {"status": 503}
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            status = answers["status"] if self.path == "/healthz" else 404
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b'{"code":0}')
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        code, output = await run_probe("--http", port=port)
+        assert code == 1 and "/healthz: 503" in output
+        answers["status"] = 200
+        code, output = await run_probe("--http", port=port)
+        assert code == 0 and "/healthz: 200" in output
+    finally:
+        server.shutdown()
+        server.server_close()
+    code, output = await run_probe("--http", port=port)
+    assert code == 2 and "request failed" in output

@@ -28,6 +28,7 @@ SERVICE_TARGETS = {
     "orchestrator": ("services.orchestrator", 50052),
     "llm-gateway": ("services.llm_gateway", 50053),
     "sandbox": ("services.sandbox", 50054),
+    "http-api": ("services.http_api", 9380),
 }
 
 
@@ -140,7 +141,7 @@ def test_compose_requires_the_secrets_file():
 
 def test_compose_runs_everything_with_healthchecks_and_migrations_first(compose_config):
     services = compose_config["services"]
-    assert set(services) == {"postgres", "redis", "migrate", "canvas-store", "orchestrator", "llm-gateway", "sandbox"}
+    assert set(services) == {"postgres", "redis", "migrate", "canvas-store", "orchestrator", "llm-gateway", "sandbox", "http-api"}
     for name, service in services.items():
         if name != "migrate":
             assert service["healthcheck"]["test"], name
@@ -148,9 +149,12 @@ def test_compose_runs_everything_with_healthchecks_and_migrations_first(compose_
         service = services[name]
         assert service["build"]["target"] == name
         assert service["environment"]["PORT"] == str(port)
-        assert module.split(".")[1] in service["healthcheck"]["test"][-1].lower().replace("canvasstore", "canvas_store").replace(
-            "llmgateway", "llm_gateway"
-        )
+        if name == "http-api":  # HTTP: its /healthz, not grpc.health.v1
+            assert "--http" in service["healthcheck"]["test"]
+        else:
+            assert module.split(".")[1] in service["healthcheck"]["test"][-1].lower().replace("canvasstore", "canvas_store").replace(
+                "llmgateway", "llm_gateway"
+            )
         assert int(service["stop_grace_period"].rstrip("s")) > 20
     assert services["migrate"]["command"] == ["migrate"]
     assert services["canvas-store"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
@@ -170,7 +174,7 @@ def test_compose_isolates_the_sandbox_and_limits_secrets(compose_config):
     sandbox_env = services["sandbox"]["environment"]
     assert not {"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "STORE_DATABASE_URL", "AGENT_CANVAS__ORCHESTRATOR__REDIS_URL"} & set(sandbox_env)
     assert "STORE_DATABASE_URL" not in services["llm-gateway"]["environment"]
-    for name in ("canvas-store", "orchestrator", "llm-gateway", "migrate"):
+    for name in ("canvas-store", "orchestrator", "llm-gateway", "migrate", "http-api"):
         service = services[name]
         assert service["user"] == "10001:10001" and service["read_only"] is True and service["cap_drop"] == ["ALL"], name
     for service in services.values():

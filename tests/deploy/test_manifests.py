@@ -23,6 +23,8 @@ SERVICES = {
     "llm-gateway": (50053, "agentcanvas.v1.LlmGateway"),
     "sandbox": (50054, "agentcanvas.v1.Sandbox"),
 }
+HTTP_SERVICES = {"http-api": 9380}
+"""Services that answer HTTP (RAGFlow's API), probed on /healthz instead of grpc.health.v1."""
 SHUTDOWN_GRACE_S = 20
 
 
@@ -86,11 +88,11 @@ def test_every_namespaced_object_is_in_the_overlay_namespace(rendered, overlay):
         else:
             assert obj["metadata"]["namespace"] == namespace, obj["metadata"]["name"]
     kinds = Counter(o["kind"] for o in rendered[overlay])
-    assert kinds["Deployment"] == 4 and kinds["Job"] == 1
+    assert kinds["Deployment"] == 5 and kinds["Job"] == 1
     # dev brings its own throwaway PostgreSQL and Redis; prod uses managed ones.
     datastores = {"dev": {"postgres", "redis"}, "prod": set()}[overlay]
     assert {o["metadata"]["name"] for o in find(rendered[overlay], "StatefulSet")} == datastores
-    assert {o["metadata"]["name"] for o in find(rendered[overlay], "Service")} == set(SERVICES) | datastores
+    assert {o["metadata"]["name"] for o in find(rendered[overlay], "Service")} == set(SERVICES) | set(HTTP_SERVICES) | datastores
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -116,7 +118,42 @@ def test_deployments_have_grpc_probes_limits_and_a_long_enough_grace(rendered, o
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
-@pytest.mark.parametrize("service", ["canvas-store", "orchestrator", "llm-gateway"])
+def test_the_http_api_deployment_has_http_probes_limits_and_a_long_enough_grace(rendered, overlay):
+    deployment = one(rendered[overlay], "Deployment", "http-api")
+    container = _container(deployment, "http-api")
+    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": 9380}
+    assert container["startupProbe"]["httpGet"] == {"path": "/healthz", "port": 9380}
+    # /healthz is 503 while a peer is away: that must take the pod out of the Service, not restart it
+    assert container["livenessProbe"]["tcpSocket"] == {"port": 9380}
+    assert container["ports"][0]["containerPort"] == 9380 and {"name": "PORT", "value": "9380"} in container["env"]
+    assert {"cpu", "memory"} <= set(container["resources"]["limits"]) and {"cpu", "memory"} <= set(container["resources"]["requests"])
+    assert _pod_spec(deployment)["terminationGracePeriodSeconds"] > SHUTDOWN_GRACE_S
+    assert _pod_spec(deployment)["automountServiceAccountToken"] is False
+    assert one(rendered[overlay], "ServiceAccount", "http-api")
+    service = one(rendered[overlay], "Service", "http-api")
+    assert service["spec"]["selector"] == {"app.kubernetes.io/name": "http-api"}
+    assert service["spec"]["ports"][0]["port"] == 9380 and service["spec"]["ports"][0]["appProtocol"] == "http"
+    env = {e["name"]: e for e in container["env"]}
+    assert env["CANVAS_STORE_ADDR"]["value"] == "dns:///canvas-store.$(POD_NAMESPACE).svc.cluster.local:50051"
+    assert env["ORCHESTRATOR_ADDR"]["value"] == "dns:///orchestrator.$(POD_NAMESPACE).svc.cluster.local:50052"
+    # it forwards each caller's own key: no service token of its own
+    assert "AGENT_CANVAS_TOKEN" not in env
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_http_api_reaches_only_the_store_and_the_orchestrator(rendered, overlay):
+    objects = rendered[overlay]
+    allowed = {(peer_name, port["port"])
+               for policy in _policies_selecting(objects, "http-api", "Egress")
+               for rule in policy["spec"].get("egress") or []
+               for port in rule.get("ports") or []
+               for peer_name in ([_pods_of(objects, peer["podSelector"]) for peer in rule.get("to") or [] if "podSelector" in peer
+                                  and "namespaceSelector" not in peer] or [{"<dns>"}])[0]}
+    assert allowed == {("canvas-store", 50051), ("orchestrator", 50052), ("<dns>", 53)}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+@pytest.mark.parametrize("service", ["canvas-store", "orchestrator", "llm-gateway", "http-api"])
 def test_non_sandbox_services_are_unprivileged(rendered, overlay, service):
     pod = _pod_spec(one(rendered[overlay], "Deployment", service))
     assert pod["securityContext"]["runAsNonRoot"] is True
@@ -167,9 +204,9 @@ def test_dev_sandbox_uses_the_local_backend_and_no_gvisor(rendered):
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
-def test_hpas_exist_for_orchestrator_gateway_and_sandbox_only(rendered, overlay):
+def test_hpas_exist_for_orchestrator_gateway_sandbox_and_http_api_only(rendered, overlay):
     hpas = {h["spec"]["scaleTargetRef"]["name"]: h for h in find(rendered[overlay], "HorizontalPodAutoscaler")}
-    assert set(hpas) == {"orchestrator", "llm-gateway", "sandbox"}
+    assert set(hpas) == {"orchestrator", "llm-gateway", "sandbox", "http-api"}
     for name, hpa in hpas.items():
         assert hpa["spec"]["scaleTargetRef"]["kind"] == "Deployment"
         assert 1 <= hpa["spec"]["minReplicas"] <= hpa["spec"]["maxReplicas"]
@@ -184,7 +221,7 @@ def test_dev_is_small_and_prod_is_scaled(rendered):
     assert min(prod.values()) >= 3
     assert one(rendered["dev"], "Deployment", "canvas-store")["spec"]["replicas"] == 1
     assert one(rendered["prod"], "Deployment", "canvas-store")["spec"]["replicas"] >= 3
-    for name in SERVICES:
+    for name in [*SERVICES, *HTTP_SERVICES]:
         dev_mem = _container(one(rendered["dev"], "Deployment", name), name)["resources"]["requests"]["memory"]
         prod_mem = _container(one(rendered["prod"], "Deployment", name), name)["resources"]["requests"]["memory"]
         assert _bytes(dev_mem) < _bytes(prod_mem), name
@@ -201,7 +238,7 @@ def _bytes(quantity: str) -> float:
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_pdbs_cover_every_service(rendered, overlay):
     pdbs = {p["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"]: p["spec"] for p in find(rendered[overlay], "PodDisruptionBudget")}
-    assert set(pdbs) == set(SERVICES)
+    assert set(pdbs) == set(SERVICES) | set(HTTP_SERVICES)
     for spec in pdbs.values():
         assert ("minAvailable" in spec) != ("maxUnavailable" in spec)
     if overlay == "prod":
@@ -280,15 +317,16 @@ def _ingress_sources(objects: list[dict[str, Any]], pod: str, port: int) -> set[
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
-def test_store_gateway_and_sandbox_are_reachable_only_from_the_orchestrator(rendered, overlay):
-    for pod in ("canvas-store", "llm-gateway", "sandbox"):
+def test_store_gateway_and_sandbox_are_reachable_only_from_the_orchestrator_and_the_store_from_http_api(rendered, overlay):
+    for pod in ("llm-gateway", "sandbox"):
         assert _ingress_sources(rendered[overlay], pod, SERVICES[pod][0]) == {"orchestrator"}, pod
+    assert _ingress_sources(rendered[overlay], "canvas-store", 50051) == {"orchestrator", "http-api"}
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_only_the_monitoring_namespace_scrapes_metrics(rendered, overlay):
     monitoring = "<namespace:{'matchLabels': {'kubernetes.io/metadata.name': 'monitoring'}}>"
-    for name in SERVICES:
+    for name in [*SERVICES, *HTTP_SERVICES]:
         assert _ingress_sources(rendered[overlay], name, 9464) == {monitoring}, name
         deployment = one(rendered[overlay], "Deployment", name)
         container = _container(deployment, name)
@@ -456,13 +494,15 @@ def test_each_service_loads_its_config_and_auth_from_the_pod_environment(rendere
     admin_token = [("authorization", f"Bearer {tokens['AGENT_CANVAS_ADMIN_TOKEN']}")]
     namespace = one(objects, "Deployment", "orchestrator")["metadata"]["namespace"]
 
-    for name, module in (("canvas-store", "canvas_store"), ("orchestrator", "orchestrator"), ("llm-gateway", "llm_gateway"), ("sandbox", "sandbox")):
+    ports = {name: port for name, (port, _) in SERVICES.items()} | HTTP_SERVICES
+    for name, module in (("canvas-store", "canvas_store"), ("orchestrator", "orchestrator"), ("llm-gateway", "llm_gateway"),
+                         ("sandbox", "sandbox"), ("http-api", "http_api")):
         deployment = one(objects, "Deployment", name)
         container = _container(deployment, name)
         env = _container_env(objects, deployment, container)
         env["AGENT_CANVAS_DATA_DIR"] = str(tmp_path / name)  # the emptyDir
         config = Config.load(config_file, env=env)
-        assert config.port(module, env=env) == SERVICES[name][0]
+        assert config.port(module, env=env) == ports[name]
         assert config.section(SECTION_BY_SERVICE[module])["shutdown_grace_s"] < _pod_spec(deployment)["terminationGracePeriodSeconds"]
         authenticator = TokenAuthenticator.from_config(config, env=env)  # every token_env must be set
         identity, _ = authenticator.authenticate(service_token)

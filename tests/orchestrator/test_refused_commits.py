@@ -41,7 +41,9 @@ OVER_PAYLOAD_LIMIT = 2_500_000  # echoed by a Message, the text is in its NodeFi
 @pytest.fixture(scope="module")
 async def sql_store(tmp_path_factory):
     tmp = str(tmp_path_factory.mktemp("refused-sqlite"))
-    async with running_store(tmp, f"sqlite:///{tmp}/store.db", TOKENS) as found:
+    # A turn as large as the refused question (2.5 MB) fits this store (store.session_turn_max_bytes is 1 MiB by
+    # default), so that the session keeps the question of the run whose answer could not be stored.
+    async with running_store(tmp, f"sqlite:///{tmp}/store.db", TOKENS, session_turn_max_bytes=4 << 20) as found:
         yield found
 
 

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from services.common.settings import Config
+from services.orchestrator.core.dsl.loader import load
 from services.orchestrator.core.dsl.validate import validate
-from services.orchestrator.core.ports import RunStatus
+from services.orchestrator.core.ports import RunStatus, acting_as
 from services.orchestrator.tools import ToolRuntime, ToolsSettings
 from services.orchestrator.tools.kb_cli import add as kb_add
 from tests.orchestrator.support.harness import dsl, finished, make_orchestrator, node_events, run_dsl
@@ -113,6 +114,42 @@ async def test_code_exec_node_resolves_argument_references_over_a_real_sandbox_s
         _, events = await run_dsl(make_orchestrator(tools=runtime), canvas, "a,b,c", user_id="count")
         assert finished(events)["outputs"]["content"] == '{"count":3}'
         assert servicer.requests[-1].request_id.endswith(":code::1")  # run:node:scope:attempt, for dedup
+    finally:
+        await runtime.aclose()
+        await server.stop(None)
+
+
+async def test_code_exec_of_a_taken_over_run_acts_for_its_creator_with_the_service_token(tmp_path):
+    """Outside an RPC (a takeover) there is no caller's token to forward: CodeExec sent none, and the sandbox
+    refused the run's code (UNAUTHENTICATED) after every takeover. It now uses the orchestrator's service token
+    on behalf of the run's creator, as the store and gateway calls do."""
+    from services.orchestrator.adapters.memory import InMemoryRunStore
+    from services.orchestrator.core.ports import RunRecord
+    from tests.orchestrator_tools.support.sandbox_servicer import start_sandbox
+
+    server, address, servicer = await start_sandbox()
+    runtime = ToolRuntime(ToolsSettings.from_mapping({"code_exec": {"address": address, "timeout_s": 20}},
+                                                     data_dir=tmp_path, env={}),
+                          service_identity=lambda: ("t-svc", acting_as.get()))
+    try:
+        canvas = dsl({
+            "begin": {"type": "Begin", "down": ["code"]},
+            "code": {"type": "CodeExec", "down": ["msg"], "params": {
+                "lang": "python3", "script": "def main():\n    return 7\n", "arguments": {},
+                "outputs": {"result": {"type": "Number", "value": 0}}}},
+            "msg": {"type": "Message", "params": {"content": ["{code@result}"]}},
+        })
+        store = InMemoryRunStore()
+        spec = {"dsl": load(canvas).canvas.dsl, "query": "", "inputs": {}, "globals": {}}
+        record = await store.create_run(RunRecord(id="r-taken-over", spec=spec, tenant_id="acme",
+                                                     creator_id="alice", create_time_ms=1))
+        orchestrator = make_orchestrator(store, tools=runtime)
+        assert await orchestrator.reap_once() == 1  # no RPC: the takeover path
+        await orchestrator.wait_idle()
+        done = await store.get_run(record.id)
+        assert done.status == RunStatus.SUCCEEDED, done.error
+        sent = servicer.metadata[-1]
+        assert sent.get("authorization") == "Bearer t-svc" and sent.get("x-agentcanvas-on-behalf-of") == "acme/alice"
     finally:
         await runtime.aclose()
         await server.stop(None)

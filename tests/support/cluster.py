@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from services.common.health import wait_until_serving
+from services.common.health import wait_until_http_ready, wait_until_serving
 from services.common.settings import SECTION_BY_SERVICE
 from tests.support.databases import temporary_database
 
@@ -105,7 +105,8 @@ class ProcessCluster:
                                      env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         process = Process(name, service, popen, port, metrics_port, log_path)
         self.processes[name] = process
-        await wait_until_serving(process.address, timeout=timeout)
+        # the HTTP facade has no gRPC health: its /healthz answers 200 once its peers are SERVING
+        await (wait_until_http_ready if service == "http_api" else wait_until_serving)(process.address, timeout=timeout)
         return process
 
     def kill(self, name: str) -> None:

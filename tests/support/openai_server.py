@@ -17,6 +17,10 @@ Responses:
         an explicit list of deltas; `drop_after=k` cuts the connection after k chunks.
     Fail(status, retry_after=None, body=None)      an HTTP error.
     Hang(seconds)                                  sleeps before answering (client-side timeouts).
+    Raw(status, headers, body | frames, drop_after)
+        exact bytes, replayed as given: a provider's recorded wire traffic in its own format (SSE,
+        NDJSON, AWS event-stream, JSON); `frames` are written one by one with chunked framing and
+        `drop_after=k` cuts the connection after k frames.
 
 Native shapes: POST .../messages answers in Anthropic's format (thinking with signature, redacted_thinking,
 text and tool_use blocks), .../:generateContent in Gemini's,
@@ -86,7 +90,18 @@ class Hang:
     seconds: float
 
 
-Response = Reply | Stream | Fail | Hang
+@dataclass
+class Raw:
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes | None = None
+    """A whole body, sent with Content-Length."""
+    frames: list[bytes] = field(default_factory=list)
+    """A streamed body (when `body` is None): one chunked write per frame."""
+    drop_after: int | None = None
+
+
+Response = Reply | Stream | Fail | Hang | Raw
 DEFAULT_USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
 
 
@@ -136,6 +151,8 @@ class ScriptedOpenAIServer:
         self.connections = 0
         """TCP connections accepted (keep-alive reuse shows as fewer connections than requests)."""
         self._queue: deque[Response] = deque()
+        self.fixed: dict[str, Raw] = {}
+        """path prefix -> a Raw answered every time, outside the queue (e.g. an OAuth token endpoint)."""
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
@@ -227,12 +244,19 @@ class ScriptedOpenAIServer:
             body = json.loads(raw or b"{}")
         except json.JSONDecodeError:
             body = {"_raw": raw.decode("utf-8", "replace")}
+        fixed = next((raw for prefix, raw in self.fixed.items() if handler.path.startswith(prefix)), None)
+        if fixed is not None:
+            self._send_raw(handler, fixed)
+            return
         with self._lock:
             self.requests.append(RecordedRequest("POST", handler.path, dict(handler.headers.items()), body))
         response = self._next(body)
         if isinstance(response, Hang):
             self._closing.wait(response.seconds)
             response = Reply(content="late")
+        if isinstance(response, Raw):
+            self._send_raw(handler, response)
+            return
         if isinstance(response, Fail):
             headers = {"Retry-After": f"{response.retry_after:g}"} if response.retry_after is not None else {}
             error = response.body or {"error": {"message": f"scripted failure {response.status}", "type": "scripted",
@@ -265,6 +289,31 @@ class ScriptedOpenAIServer:
             handler.send_header(key, value)
         handler.end_headers()
         handler.wfile.write(data)
+
+    def _send_raw(self, handler: BaseHTTPRequestHandler, raw: Raw) -> None:
+        handler.send_response(raw.status)
+        for key, value in raw.headers.items():
+            handler.send_header(key, value)
+        if raw.body is not None:
+            handler.send_header("Content-Length", str(len(raw.body)))
+            handler.end_headers()
+            handler.wfile.write(raw.body)
+            return
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.end_headers()
+        out = _ChunkedWriter(handler.wfile)
+        try:
+            for index, frame in enumerate(raw.frames):
+                if raw.drop_after is not None and index >= raw.drop_after:
+                    out.flush()
+                    handler.close_connection = True
+                    return
+                out.write(frame)
+            out.close()
+        except (BrokenPipeError, ConnectionResetError):
+            with self._lock:
+                self.disconnects += 1
+            self.disconnected.set()
 
     def _chunk(self, delta: dict[str, Any], finish: str | None, usage: dict[str, Any] | None = None) -> bytes:
         chunk: dict[str, Any] = {"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 1,

@@ -9,7 +9,7 @@ from typing import Any
 
 from services.canvas_store.core import validation
 from services.canvas_store.core.canvases import canvas_target, ensure_live
-from services.canvas_store.core.dsl import canonical_json
+from services.canvas_store.core.dsl import canonical_json, validate_dsl
 from services.canvas_store.core.ids import new_id
 from services.canvas_store.core.page_tokens import PageTokenCodec
 from services.canvas_store.core.policy import Action, Caller, Kind, Target, authorize, permits
@@ -107,6 +107,7 @@ class RunService:
         spec_size = len(canonical_json(run.spec or {}))
         if spec_size > self._max_spec_bytes:
             raise InvalidArgumentError.for_field("run.spec", f"is {spec_size} bytes; at most {self._max_spec_bytes}")
+        run_spec(run.spec, self._max_spec_bytes)
         return RunRecord(id=new_id(), tenant_id=caller.tenant_id, creator_id=caller.user_id, canvas_id=run.canvas_id,
                          revision_id=run.revision_id, session_id=run.session_id, spec=run.spec or {})
 
@@ -239,6 +240,23 @@ class RunService:
     @staticmethod
     def _check(caller: Caller, action: Action) -> Callable[[Target], None]:
         return lambda target: authorize(caller, action, target)
+
+
+def run_spec(spec: Any, max_bytes: int) -> None:
+    """What a run record must hold for an orchestrator to load it: a spec object with the canvas's DSL (an
+    object with a `components` object), and, when present, `globals`/`inputs` objects and `resume_from` a
+    string. A record without them used to be accepted and then failed on every replica that took it over."""
+    if not isinstance(spec, dict) or not spec:
+        raise InvalidArgumentError.for_field("run.spec", "is required: an object holding the canvas's `dsl`")
+    if "dsl" not in spec:
+        raise InvalidArgumentError.for_field("run.spec.dsl", "is required (the canvas's DSL)")
+    validate_dsl(spec["dsl"], field="run.spec.dsl", max_bytes=max_bytes)
+    for key in ("globals", "inputs"):
+        if key in spec and not isinstance(spec[key], dict):
+            raise InvalidArgumentError.for_field(f"run.spec.{key}", "must be an object")
+    for key in ("resume_from", "query", "session_id"):
+        if key in spec and not isinstance(spec[key], str):
+            raise InvalidArgumentError.for_field(f"run.spec.{key}", "must be a string")
 
 
 def _replayable_by(caller: Caller) -> Callable[[Target], bool]:

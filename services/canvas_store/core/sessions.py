@@ -33,12 +33,14 @@ def trim_history(history: list[JsonObject], appended: list[JsonObject], max_mess
 
 
 class SessionService:
-    def __init__(self, canvases: Any, sessions: Any, tenants: Any, tokens: PageTokenCodec, *, max_state_bytes: int):
+    def __init__(self, canvases: Any, sessions: Any, tenants: Any, tokens: PageTokenCodec, *, max_state_bytes: int,
+                 max_turn_bytes: int = 1 << 20):
         self._canvases = canvases
         self._sessions = sessions
         self._tenants = tenants
         self._tokens = tokens
         self._max_state_bytes = max_state_bytes
+        self._max_turn_bytes = max_turn_bytes
 
     def create(self, caller: Caller, canvas_id: str, revision_id: str, user_id: str) -> Session:
         validation.resource_id(canvas_id, "canvas_id")
@@ -118,8 +120,24 @@ class SessionService:
         size = len(canonical_json({"messages": messages, "state": state}))
         if size > self._max_state_bytes:
             raise InvalidArgumentError.for_field("state", f"turn and state are {size} bytes; at most {self._max_state_bytes}")
+        self._check_turn_size(messages)
         self._load(caller, session_id, Action.RUN, full=False)
         return self._sessions.append_turn(session_id, etag or None, messages, state)
+
+    def _check_turn_size(self, messages: list[JsonObject]) -> None:
+        """One turn's messages are bounded as the history is: the history always keeps the turn being
+        appended, so an unbounded turn would make the history (and every later turn's write) unbounded."""
+        limit = self._max_turn_bytes
+        total = 0
+        for index, message in enumerate(messages):
+            size = len(canonical_json(message))
+            if size > limit:
+                raise InvalidArgumentError.for_field(
+                    f"messages[{index}]", f"is {size} bytes; at most {limit} (store.session_turn_max_bytes)")
+            total += size
+        if total > limit:
+            raise InvalidArgumentError.for_field(
+                "messages", f"are {total} bytes together; at most {limit} per turn (store.session_turn_max_bytes)")
 
     # ---- tenancy ---------------------------------------------------------------------------------
 

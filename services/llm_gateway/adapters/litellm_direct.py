@@ -364,6 +364,8 @@ def _parse(raw: dict[str, Any], handler: Any) -> ProviderChunk | None:
             raise _Malformed("`delta` is not an object")
     handler._map_reasoning_to_reasoning_content(choices)  # vLLM/GLM `reasoning` -> reasoning_content
     choice = choices[0]
+    if not usage and isinstance(choice.get("usage"), dict):
+        usage = choice["usage"]  # Moonshot streams its usage inside the last choice
     delta = choice.get("delta") or {}
     finish = choice.get("finish_reason")
     if finish:

@@ -55,7 +55,8 @@ def to_usage(raw: Any) -> Usage | None:
     return Usage(prompt_tokens=_count(_field(raw, "prompt_tokens")),
                  completion_tokens=_count(_field(raw, "completion_tokens")),
                  reasoning_tokens=_count(_field(details, "reasoning_tokens")) if details else 0,
-                 cached_tokens=_count(_field(prompt_details, "cached_tokens")) if prompt_details else 0)
+                 # OpenAI's prompt_tokens_details; Moonshot puts cached_tokens at the top level
+                 cached_tokens=_count(_field(prompt_details, "cached_tokens") if prompt_details else _field(raw, "cached_tokens")))
 
 
 def _text(value: Any) -> str | None:
@@ -128,10 +129,42 @@ def not_utf8(chunk: ProviderChunk) -> bool:
     return False
 
 
+PROGRAMMING_ERRORS = (TypeError, ValueError, AttributeError, KeyError, IndexError, ImportError)
+"""Python errors raised inside litellm's own code (a keyword it does not take, a field it cannot read, a provider
+module it cannot import). litellm wraps unknown exceptions in APIConnectionError, but no retry can fix them: they
+are INTERNAL."""
+_PROVIDER_BYTES = (json.JSONDecodeError, UnicodeError)
+"""ValueErrors that describe what the provider sent (not JSON, not UTF-8), not a bug: left to the other rules."""
+
+
+def _programming_error(chain: list[BaseException]) -> BaseException | None:
+    """The root cause when it is a Python programming error inside litellm and the provider's HTTP status plays no
+    part (litellm reports a provider's unreadable answer with one, and that stays the provider's fault)."""
+    if _http_status(chain):
+        return None
+    for item in reversed(chain):  # innermost first
+        if isinstance(item, _PROVIDER_BYTES) or isinstance(item, (httpx.HTTPError, ConnectionError, asyncio.TimeoutError)):
+            return None
+        if isinstance(item, PROGRAMMING_ERRORS) and type(item).__module__ == "builtins":
+            return item
+    return None
+
+
 def to_provider_error(exc: BaseException, call: ProviderCall, litellm: Any) -> ProviderError:
     """A litellm exception (or one it wraps) as a classified ProviderError with a redacted message."""
+    root = _programming_error(_chain(exc))
+    if root is not None:
+        # the real cause, not litellm's "APIConnectionError" wrapper (whose text may be cut at its traceback)
+        return ProviderError(ErrorKind.INTERNAL, "litellm failed: " + safe_message(_Named(root), call))
     kind, status = _classify(exc, litellm)
     return ProviderError(kind, safe_message(exc, call), status=status, retry_after_s=_retry_after(exc))
+
+
+class _Named(Exception):
+    """An exception's text prefixed with its type name (for safe_message)."""
+
+    def __init__(self, exc: BaseException):
+        super().__init__(f"{type(exc).__name__}: {exc}")
 
 
 def safe_message(exc: BaseException, call: ProviderCall) -> str:

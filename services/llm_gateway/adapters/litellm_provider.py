@@ -63,6 +63,16 @@ def load_litellm() -> Any:
         return litellm
 
 
+def _provider_finished(response: Any) -> bool:
+    """Whether the provider itself sent a finish reason on litellm's stream wrapper (any of the fields litellm
+    keeps it in, depending on the provider); True for a wrapper that has none of them."""
+    fields = ("received_finish_reason", "intermittent_finish_reason")
+    if not any(hasattr(response, name) for name in fields):
+        return True
+    return (any(getattr(response, name, None) is not None for name in fields)
+            or bool(getattr(response, "received_any_finish_reason", False)))
+
+
 class LitellmProvider:
     """core.ports.Provider over litellm.acompletion."""
 
@@ -121,8 +131,9 @@ class LitellmProvider:
                     raise ProviderError(ErrorKind.SERVER, f"the provider sent a malformed stream event: {LONE_SURROGATE}")
                 yield out
             # litellm ends a stream that sent nothing at all (an empty 200, or [DONE] alone) with a finish
-            # reason of its own; `received_finish_reason` stays None when the provider never sent one.
-            if getattr(response, "received_finish_reason", "") is None:
+            # reason of its own, so its chunks cannot tell; its wrapper's fields can. Gemini's (and other
+            # non-OpenAI) finish reasons are kept in `intermittent_finish_reason`, not `received_finish_reason`.
+            if not _provider_finished(response):
                 raise ProviderError(ErrorKind.INCOMPLETE_STREAM, "the stream ended without a finish reason")
         except tuple(litellm.exceptions.LITELLM_EXCEPTION_TYPES) as exc:  # every exception litellm maps to
             raise to_provider_error(exc, call, litellm) from None

@@ -17,12 +17,13 @@ import json
 import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from services.common import context as request_context
 from services.common.errors import FailedPreconditionError, InvalidArgumentError, UnavailableError, ViolationCollector
 from services.llm_gateway.core import context, history, observe, structured, think, thinking_blocks, tools
+from services.llm_gateway.core.markers import MarkerFilter, MarkerSet
 from services.llm_gateway.core.policy import apply as apply_policy
 from services.llm_gateway.core.policy import effective_mode, think_format_for
 from services.llm_gateway.core.ports import EmbeddedModel, Provider
@@ -58,6 +59,18 @@ class _CallOutcome:
     usage: Usage | None = None
     truncated: bool = False
     thinking_blocks: list[ThinkingBlock] = field(default_factory=list)
+    reasoning_as_answer: bool = False
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """How one call's output is read: think format, thinking requested off, the family's control tokens."""
+
+    fmt: ThinkFormat
+    thinking_off: bool = False
+    markers: MarkerSet | None = None
+    signed_blocks: bool = False
+    """The family's reasoning blocks carry real signatures (Anthropic); litellm makes up others (Mistral's)."""
 
 
 @dataclass
@@ -170,7 +183,8 @@ class LlmGateway:
             has_value = problem is None
         return ChatResult(text=answer, reasoning="".join(reasoning) if request.with_reasoning else "", tool_calls=calls,
                           structured=value, has_structured=has_value, finish_reason=finish.reason, usage=usage,
-                          model=finish.model, error=finish.error, thinking_blocks=blocks)
+                          model=finish.model, error=finish.error, thinking_blocks=blocks,
+                          reasoning_as_answer=finish.reasoning_as_answer)
 
     def _observed(self, request: ChatRequest, planned: list[_Planned], streaming: bool) -> AsyncIterator[Any]:
         route = planned[0].route
@@ -237,7 +251,8 @@ class LlmGateway:
             out.append(_Planned(route, None if route.entry.is_embedded else route.entry.api_base))
         return out
 
-    def _build_call(self, request: ChatRequest, planned: _Planned, messages: list[Message], streaming: bool) -> tuple[ProviderCall, ThinkFormat]:
+    def _build_call(self, request: ChatRequest, planned: _Planned, messages: list[Message], streaming: bool
+                    ) -> tuple[ProviderCall, _Reading]:
         route = planned.route
         family = route.family
         policy = apply_policy(family, request.thinking, request.generation, route.model_name)
@@ -269,6 +284,7 @@ class LlmGateway:
             messages = context.fit(messages, max(route.context_window - reserve, 64), family.tokenizer, request.tools)
         with_tools = bool(request.tools) or any(m.tool_calls for m in messages)
         echo = family.echo_reasoning_with_tools and with_tools
+        echo_inline = family.echo_reasoning_inline and with_tools
         echo_blocks = family.echo_thinking_blocks_with_tools and with_tools
         if policy.extra_body:
             params["extra_body"] = policy.extra_body
@@ -284,10 +300,11 @@ class LlmGateway:
         remaining = request_context.remaining_time()  # the caller's gRPC deadline, propagated
         if remaining is not None:
             timeout = max(min(timeout, remaining), 0.001)
-        call = ProviderCall(model=route.litellm_model, messages=history.to_provider(messages, echo, echo_blocks),
+        call = ProviderCall(model=route.litellm_model, messages=history.to_provider(messages, echo, echo_blocks, echo_inline),
                             api_base=planned.api_base, api_key=route.api_key, stream=stream, params=params,
                             timeout_s=timeout)
-        return call, think_format_for(family, mode, fmt_override)
+        return call, _Reading(think_format_for(family, mode, fmt_override), policy.thinking_on is False, family.markers,
+                             family.echo_thinking_blocks_with_tools)
 
     # -- the run loop ----------------------------------------------------------------------------
     async def _run(self, request: ChatRequest, plan: list[_Planned], streaming: bool) -> AsyncIterator[Any]:
@@ -316,7 +333,7 @@ class LlmGateway:
                                    plan[route_index + 1].route.litellm_model)
                     route_index += 1
                     continue
-            call, fmt = self._build_call(request, planned, messages, streaming)
+            call, reading = self._build_call(request, planned, messages, streaming)
             # Text that may still turn out to be JSON (structured output, text-mode tool calls) is held back.
             buffer_text = request.structured is not None or (bool(request.tools) and not planned.route.native_tools)
             attempt = 1
@@ -324,7 +341,7 @@ class LlmGateway:
             while outcome is None:
                 try:
                     outcome = _CallOutcome()
-                    async for event in self._one_call(call, fmt, request, outcome, state, buffer_text):
+                    async for event in self._one_call(call, reading, request, outcome, state, buffer_text):
                         yield event
                 except ProviderError as error:
                     outcome = None
@@ -404,7 +421,7 @@ class LlmGateway:
             reason = _FINISH.get(outcome.finish_reason or "stop", FinishReason.STOP)
             if reason == FinishReason.TOOL_CALLS:  # the provider said tool_calls but sent none that could be read
                 reason = FinishReason.STOP
-            yield FinishEvent(reason, call.model)
+            yield FinishEvent(reason, call.model, reasoning_as_answer=outcome.reasoning_as_answer)
             return
 
     async def _embedded_exit(self, planned: _Planned) -> UnavailableError | None:
@@ -412,9 +429,12 @@ class LlmGateway:
             return None
         return await self.embedded.exit_error()
 
-    async def _one_call(self, call: ProviderCall, fmt: ThinkFormat, request: ChatRequest, outcome: _CallOutcome,
+    async def _one_call(self, call: ProviderCall, reading: _Reading, request: ChatRequest, outcome: _CallOutcome,
                         state: _StreamState, buffer_text: bool) -> AsyncIterator[Any]:
-        splitter = think.ThinkSplitter(fmt, with_reasoning=True)
+        """One provider call through the splitter. With thinking requested off, reasoning is held back until an
+        answer or a tool call shows it was reasoning after all: some servers (Qwen3 on SGLang or vLLM with
+        enable_thinking false) send the whole answer in the reasoning channel, and then it is the answer."""
+        splitter = think.ThinkSplitter(reading.fmt, with_reasoning=True)
         assembler = tools.ToolCallAssembler()
         block_assembler = thinking_blocks.ThinkingBlockAssembler()
         text: list[str] = []
@@ -422,6 +442,10 @@ class LlmGateway:
         with_reasoning = request.with_reasoning
         usage = None
         finish_reason = None
+        held: list[str] | None = [] if reading.thinking_off else None
+        # the family's leaked control tokens, removed before anything else reads the text
+        content_filter = MarkerFilter(reading.markers) if reading.markers else None
+        reasoning_filter = MarkerFilter(reading.markers) if reading.markers else None
 
         def convert(events: list[think.Event]) -> list[Any]:
             out: list[Any] = []
@@ -442,25 +466,54 @@ class LlmGateway:
             return out
 
         async for chunk in self.provider.stream(call):
-            if chunk.reasoning:
-                for event in convert(splitter.feed_reasoning(chunk.reasoning)):
+            if content_filter is not None and reasoning_filter is not None:
+                chunk = replace(chunk, content=content_filter.feed(chunk.content), reasoning=reasoning_filter.feed(chunk.reasoning))
+            if held is not None and (chunk.tool_calls or (chunk.content and not chunk.content.isspace())):
+                pending, held = "".join(held), None  # an answer follows: what was held is reasoning
+                for event in convert(splitter.feed_reasoning(pending)):
                     yield event
+            if chunk.reasoning:
+                if held is not None:
+                    held.append(chunk.reasoning)
+                else:
+                    for event in convert(splitter.feed_reasoning(chunk.reasoning)):
+                        yield event
             if chunk.content:
                 for event in convert(splitter.feed_content(chunk.content)):
                     yield event
             for delta in chunk.tool_calls:
                 assembler.feed(delta)
-            for piece in chunk.thinking_blocks:
-                block_assembler.feed(piece)
+            if reading.signed_blocks:
+                for piece in chunk.thinking_blocks:
+                    block_assembler.feed(piece)
             if chunk.finish_reason:
                 finish_reason = chunk.finish_reason
             if chunk.usage is not None:
                 usage = chunk.usage  # cumulative producers repeat it: the last one counts, once
-        for event in convert(splitter.finish()):
+        if content_filter is not None and reasoning_filter is not None:
+            if rest := reasoning_filter.finish():
+                if held is not None:
+                    held.append(rest)
+                else:
+                    for event in convert(splitter.feed_reasoning(rest)):
+                        yield event
+            if rest := content_filter.finish():
+                for event in convert(splitter.feed_content(rest)):
+                    yield event
+        if held:  # still held: no answer text and no tool call came
+            pending = "".join(held)
+            outcome.reasoning_as_answer = bool(pending.strip())
+            for event in convert(splitter.feed_content(pending)):
+                yield event
+        # Reasoning a provider sent in its own field and then ended with a finish reason (STOP, tool calls) ended
+        # normally; only a stream that ended inside it (length) is truncated.
+        for event in convert(splitter.finish(reasoning_complete=finish_reason not in (None, "length"))):
             yield event
         outcome.text = "".join(text)
         outcome.reasoning = "".join(reasoning)
         outcome.tool_calls = assembler.calls()
+        if content_filter is not None:
+            outcome.tool_calls = [ToolCall(c.id, c.name, content_filter.clean(c.arguments_json)) for c in outcome.tool_calls]
         outcome.finish_reason = finish_reason
         outcome.usage = usage
         outcome.truncated = splitter.reasoning_truncated

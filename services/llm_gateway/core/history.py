@@ -3,7 +3,10 @@
 * Think blocks in earlier assistant turns are removed (with the same splitter the gateway streams
   with), so old reasoning never costs context or confuses the model.
 * `reasoning_content` of earlier assistant turns is dropped, except for families that require it to
-  be echoed back (DeepSeek thinking mode with tool calls): there it goes into the field they expect.
+  be echoed back on tool-call turns (DeepSeek thinking mode, Kimi and GLM thinking models): there it goes
+  into the field they expect. A tool-call turn whose reasoning came back inline (`<think>…</think>` in its
+  content, as RAGFlow stores history) has that block moved into `reasoning_content` first, so it is echoed
+  where required and dropped everywhere else. MiniMax wants it back inline, in the content.
 * Signed thinking blocks of earlier assistant turns are dropped, except on the tool-call turns of
   families that verify them (Anthropic with tools): there they go back unchanged, before the calls.
 """
@@ -19,19 +22,16 @@ from services.llm_gateway.core.types import Message
 ROLES = ("system", "user", "assistant", "tool")
 
 
-def strip_think(text: str) -> str:
-    if "<" not in text:
-        return text
-    return think.split(text, None, think.ThinkFormat(mode=think.TAG)).text
-
-
 def clean(messages: list[Message]) -> list[Message]:
     out = []
     for message in messages:
-        if message.role == "assistant" and message.content:
-            content = strip_think(message.content)
-            if content != message.content:
-                message = Message(**{**message.__dict__, "content": content})
+        if message.role == "assistant" and message.content and "<" in message.content:
+            split = think.split(message.content, None, think.ThinkFormat(mode=think.TAG))
+            if split.text != message.content:
+                changes: dict = {"content": split.text}
+                if message.tool_calls and split.reasoning and not message.reasoning_content:
+                    changes["reasoning_content"] = split.reasoning  # echoed only where the family requires it
+                message = Message(**{**message.__dict__, **changes})
         out.append(message)
     return out
 
@@ -59,9 +59,10 @@ def _json_or_text(text: str) -> Any:
         return text
 
 
-def to_provider(messages: list[Message], echo_reasoning: bool, echo_thinking_blocks: bool = False) -> list[dict[str, Any]]:
-    """OpenAI chat format; `echo_reasoning` keeps reasoning_content and `echo_thinking_blocks` the signed
-    thinking blocks on assistant tool-call turns."""
+def to_provider(messages: list[Message], echo_reasoning: bool, echo_thinking_blocks: bool = False,
+                echo_inline: bool = False) -> list[dict[str, Any]]:
+    """OpenAI chat format; `echo_reasoning` keeps reasoning_content, `echo_inline` puts it back into the content
+    as a `<think>` block, and `echo_thinking_blocks` keeps the signed thinking blocks on assistant tool-call turns."""
     out: list[dict[str, Any]] = []
     for message in messages:
         item: dict[str, Any] = {"role": message.role}
@@ -75,7 +76,9 @@ def to_provider(messages: list[Message], echo_reasoning: bool, echo_thinking_blo
         if message.tool_calls:
             item["tool_calls"] = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments_json}}
                                   for c in message.tool_calls]
-            if not message.content:
+            if echo_inline and message.reasoning_content and not message.parts:
+                item["content"] = f"<think>{message.reasoning_content}</think>\n{message.content}"
+            elif not message.content:
                 item["content"] = None
             if echo_reasoning and message.reasoning_content:
                 item["reasoning_content"] = message.reasoning_content

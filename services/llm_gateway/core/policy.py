@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from services.llm_gateway.core.markers import MINIMAX, MarkerSet
 from services.llm_gateway.core.think import AUTO, FIELD, TAG, ThinkFormat
 from services.llm_gateway.core.types import Generation, Thinking, ThinkingMode
 
@@ -54,11 +55,16 @@ class Family:
     native_tools: bool = True
     native_response_format: bool = True
     echo_reasoning_with_tools: bool = False
+    """reasoning_content goes back on assistant tool-call turns (the provider rejects or degrades without it)."""
+    echo_reasoning_inline: bool = False
+    """Reasoning goes back on assistant tool-call turns inside the content, as a <think> block (MiniMax M2)."""
     echo_thinking_blocks_with_tools: bool = False
     """Signed thinking blocks go back on assistant tool-call turns (Anthropic extended thinking + tools)."""
     stream_only_when_thinking: bool = False
     min_budget: int = 0
     context_window: int = 0
+    markers: MarkerSet | None = None
+    """Control tokens the models leak into text; removed from answers, reasoning and tool arguments."""
 
 
 IMPLICIT = ThinkFormat(mode=TAG, implicit_open=True)
@@ -90,12 +96,20 @@ FAMILIES: tuple[Family, ...] = (
            min_budget=128),
     Family("gemini-3", frozenset({"Gemini"}), r"gemini-3", style="gemini"),
     Family("gemini", frozenset({"Gemini"}), r"", style="gemini", default=ThinkingMode.DISABLED),
-    Family("kimi", frozenset({"Moonshot"}), r"", style="type_toggle",
+    # Kimi thinking models and GLM (4.5+, "preserved thinking") want each tool-call turn's reasoning_content back
+    # (platform.moonshot.ai docs "kimi-k2-thinking" multi-step tool calls; docs.z.ai "Thinking mode").
+    Family("kimi", frozenset({"Moonshot"}), r"", style="type_toggle", echo_reasoning_with_tools=True,
            drop_when_thinking=("temperature",),
            fixed_when_thinking=(("top_p", 0.95), ("n", 1), ("presence_penalty", 0.0), ("frequency_penalty", 0.0)),
            fixed_pattern=r"kimi-k2\.[56]"),
-    Family("glm", frozenset({"ZHIPU-AI"}), r"glm", style="type_toggle"),
+    Family("glm", frozenset({"ZHIPU-AI"}), r"glm", style="type_toggle", echo_reasoning_with_tools=True),
     Family("hunyuan", frozenset({"Tencent Hunyuan"}), r"", drop_always=("presence_penalty", "frequency_penalty")),
+    # MiniMax M1/M2 always reason (no switch), inline in <think> tags on the OpenAI-compatible API; also when
+    # served elsewhere (OpenRouter, vLLM), hence the name pattern.
+    # MiniMax M2 "interleaved thinking": the <think> block of a tool-call turn goes back in its content
+    # (platform.minimax.io docs, "M2 tool use & interleaved thinking").
+    Family("minimax", frozenset({"MiniMax"}), r"", style="none", markers=MINIMAX, echo_reasoning_inline=True),
+    Family("minimax-hosted", frozenset(), r"minimax", style="none", markers=MINIMAX, echo_reasoning_inline=True),
     Family("vllm", frozenset({"VLLM"}), r"", style="effort"),
     Family("smollm2", frozenset({"Embedded"}), r"", style="none", native_tools=False, native_response_format=False,
            context_window=2048),
@@ -166,6 +180,8 @@ def apply(family: Family, thinking: Thinking, generation: Generation, model_name
     if style in ("qwen_toggle", "qwen_template") and on is not None:
         if style == "qwen_toggle":
             result.extra_body["enable_thinking"] = on
+            if on and mode == ThinkingMode.BUDGET:  # DashScope's reasoning budget (deep-thinking docs)
+                result.extra_body["thinking_budget"] = thinking.budget_tokens
         else:
             result.extra_body["chat_template_kwargs"] = {"enable_thinking": on}
     elif style == "type_toggle" and on is not None:

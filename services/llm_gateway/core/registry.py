@@ -44,6 +44,7 @@ FACTORIES: dict[str, Factory] = {
     "Tongyi-Qianwen": Factory("dashscope/", key_env="DASHSCOPE_API_KEY"),
     "Moonshot": Factory("moonshot/", key_env="MOONSHOT_API_KEY"),
     "ZHIPU-AI": Factory("openai/", api_base="https://open.bigmodel.cn/api/paas/v4", key_env="ZHIPUAI_API_KEY"),
+    "MiniMax": Factory("minimax/", key_env="MINIMAX_API_KEY"),
     "Ollama": Factory("ollama_chat/", api_base="http://127.0.0.1:11434", needs_key=False),
     "VLLM": Factory("hosted_vllm/", key_env="VLLM_API_KEY", needs_key=False, needs_base=True),
     "OpenAI-API-Compatible": Factory("openai/", key_env="OPENAI_COMPATIBLE_API_KEY", needs_key=False, needs_base=True),
@@ -53,7 +54,8 @@ ALIASES = {"Kimi": "Moonshot", "ZHIPU": "ZHIPU-AI", "Zhipu": "ZHIPU-AI", "Dashsc
            "Tongyi": "Tongyi-Qianwen", "vLLM": "VLLM", "Google": "Gemini", "LocalAI": "OpenAI-API-Compatible"}
 _PROVIDER_BY_PREFIX = {"dashscope": "Tongyi-Qianwen", "deepseek": "DeepSeek", "anthropic": "Anthropic",
                        "gemini": "Gemini", "moonshot": "Moonshot", "ollama_chat": "Ollama", "ollama": "Ollama",
-                       "hosted_vllm": "VLLM", "azure": "Azure-OpenAI", "zai": "ZHIPU-AI"}
+                       "hosted_vllm": "VLLM", "azure": "Azure-OpenAI", "zai": "ZHIPU-AI",
+                       "minimax": "MiniMax"}
 
 
 def canonical_factory(name: str) -> str:

@@ -157,8 +157,13 @@ class ThinkSplitter:
         self._parse_tags(text, out)
         return out
 
-    def finish(self) -> list[Event]:
-        """Flush the carry; close an open block with truncated=True."""
+    def finish(self, reasoning_complete: bool = False) -> list[Event]:
+        """Flush the carry and close an open block.
+
+        A block opened by a tag that never closed ended inside reasoning (truncated=True). A block opened by a
+        reasoning field has no closing mark of its own: it is truncated unless the caller says the provider
+        ended that reasoning normally (`reasoning_complete`: a finish reason other than length, e.g. STOP after
+        reasoning alone, or tool calls after it)."""
         out: list[Event] = []
         carry, self._carry = self._carry, ""
         if self._in_think:
@@ -169,7 +174,7 @@ class ThinkSplitter:
                 self._end_block(out, truncated=True)
         else:
             if self._block_open:  # field mode: reasoning was the last thing sent
-                self._end_block(out, truncated=True)
+                self._end_block(out, truncated=not reasoning_complete)
             if carry:
                 self._emit_text(carry, out)
         return out

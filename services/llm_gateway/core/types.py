@@ -198,6 +198,8 @@ class FinishEvent:
     reason: FinishReason
     model: str = ""
     error: ChatError | None = None
+    reasoning_as_answer: bool = False
+    """Thinking was requested off and the model answered only in its reasoning channel: that was the answer."""
 
 
 ChatEvent = (TextEvent | ThinkStartEvent | ThinkDeltaEvent | ThinkEndEvent | ThinkingBlockEvent | ToolCallEvent | UsageEvent
@@ -216,6 +218,7 @@ class ChatResult:
     model: str
     error: ChatError | None = None
     thinking_blocks: list[ThinkingBlock] = field(default_factory=list)
+    reasoning_as_answer: bool = False
 
 
 # -- provider port types ---------------------------------------------------------------------------

@@ -29,6 +29,8 @@ _PAYLOAD = {
     "message_end": orchestrator_pb2.MessageEnd,
     "user_inputs_required": orchestrator_pb2.UserInputsRequired,
     "workflow_finished": orchestrator_pb2.WorkflowFinished,
+    "message_reset": orchestrator_pb2.MessageReset,
+    "event_unreadable": orchestrator_pb2.EventUnreadable,
 }
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
 from agentcanvas.v1 import canvas_store_pb2, canvas_store_pb2_grpc, common_pb2, orchestrator_pb2
 
 from services.common import status
@@ -21,7 +22,7 @@ from services.common.lru import LRU
 from services.common.structs import from_struct, to_struct
 from services.orchestrator.adapters.event_proto import from_proto, to_proto
 from services.orchestrator.adapters.peer import PeerClient, TokenSource
-from services.orchestrator.core.events import Event
+from services.orchestrator.core.events import EVENT_UNREADABLE, Event
 from services.orchestrator.core.ports import (
     CommitResult, Lease, RunError, RunRecord, RunStatus, Session, Step, Usage,
 )
@@ -59,7 +60,16 @@ def _session_from_proto(proto: canvas_store_pb2.Session) -> Session:
 
 def _stored_to_event(stored: canvas_store_pb2.StoredRunEvent) -> Event:
     proto = orchestrator_pb2.RunEvent()
-    proto.ParseFromString(stored.payload)
+    try:
+        proto.ParseFromString(stored.payload)
+    except DecodeError:
+        proto.Clear()
+    if proto.WhichOneof("event") is None:
+        # Corrupt in storage (the store refuses such payloads on commit): this seq is lost, the rest of the
+        # run's log is not. Readers get a typed placeholder in its place instead of a broken stream.
+        return Event(EVENT_UNREADABLE, {"error": {"reason": "DATA_LOSS", "message": (
+            f"event {stored.seq} of run {stored.run_id} cannot be decoded: its stored payload is corrupt")}},
+            seq=stored.seq)
     event = from_proto(proto)
     event.seq = stored.seq  # the store's seq is authoritative
     return event

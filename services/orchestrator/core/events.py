@@ -21,6 +21,10 @@ THINK_END = "think_end"
 MESSAGE_END = "message_end"
 USER_INPUTS_REQUIRED = "user_inputs_required"
 WORKFLOW_FINISHED = "workflow_finished"
+MESSAGE_RESET = "message_reset"
+EVENT_UNREADABLE = "event_unreadable"
+TEXT_KINDS = frozenset({"message_delta", "think_start", "think_delta", "think_end"})
+"""Events that carry (or frame) a Message's streamed text: what MessageReset voids."""
 
 # Events that are published live and persisted in small batches rather than with a journal step.
 STREAMING_KINDS = frozenset({MESSAGE_DELTA, THINK_START, THINK_DELTA, THINK_END})

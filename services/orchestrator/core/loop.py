@@ -18,8 +18,8 @@ from services.common.errors import AbortedError, AgentCanvasError, InvalidArgume
 from services.orchestrator.core import events as ev
 from services.orchestrator.core import sessions
 from services.orchestrator.core.context import Services
-from services.orchestrator.core.dsl.loader import load
 from services.orchestrator.core.dsl.model import CanvasSpec
+from services.orchestrator.core.dsl.validate import load_for_run
 from services.orchestrator.core.feed import RunFeed
 from services.orchestrator.core.journal import Journal, JournalFailed
 from services.orchestrator.core.ports import Lease, RunError, RunRecord, RunStatus, RunStore, Step, Usage
@@ -28,6 +28,14 @@ from services.orchestrator.core.state import RunState
 from services.orchestrator.core.values import json_copy
 
 logger = logging.getLogger(__name__)
+
+
+UNLOADABLE_REASON = "RUN_SPEC_INVALID"
+"""ErrorDetail.reason of a run that cannot be loaded (its spec holds no valid canvas)."""
+
+
+class UnloadableRun(Exception):
+    """The run record's spec cannot be executed; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -47,15 +55,19 @@ class Rebuilt:
     usage: Usage
     interrupted: dict[str, int] = field(default_factory=dict)
     """Attempts of nodes that had started, but not finished, when the previous holder stopped."""
+    streamed: set[str] = field(default_factory=set)
+    """Of those, the nodes whose interrupted attempt had streamed text."""
     base_cancelled: bool = False
     """The paused run this run continues was cancelled (a CancelRun that raced with this resume)."""
 
 
-async def _interrupted_attempts(store: RunStore, run_id: str) -> dict[str, int]:
-    """NodeStarted events without a later NodeFinished, per node, from the persisted log. Read only
-    on a takeover, so that a node started again continues its attempt count (side effects are keyed
-    by run, node and attempt)."""
+async def _interrupted_attempts(store: RunStore, run_id: str) -> tuple[dict[str, int], set[str]]:
+    """From the persisted log, read only on a takeover: per node, the NodeStarted events without a later
+    NodeFinished (so that a node started again continues its attempt count: side effects are keyed by
+    run, node and attempt), and the nodes whose interrupted attempt had streamed text (its new attempt
+    is announced by MessageReset, so that clients drop that text)."""
     open_attempts: dict[str, int] = {}
+    streamed: set[str] = set()
     after = 0
     while True:
         page = await store.list_events(run_id, after)
@@ -63,10 +75,14 @@ async def _interrupted_attempts(store: RunStore, run_id: str) -> dict[str, int]:
             node_id = event.data.get("component_id", "")
             if event.kind == ev.NODE_STARTED:
                 open_attempts[node_id] = open_attempts.get(node_id, 0) + 1
+                streamed.discard(node_id)
             elif event.kind == ev.NODE_FINISHED:
                 open_attempts.pop(node_id, None)
+                streamed.discard(node_id)
+            elif event.kind in ev.TEXT_KINDS and node_id in open_attempts:
+                streamed.add(node_id)
         if not page:
-            return open_attempts
+            return open_attempts, streamed
         after = page[-1].seq
 
 
@@ -97,8 +113,8 @@ async def rebuild(store: RunStore, record: RunRecord, *, fresh: bool = False) ->
             replay[step.state["key"]] = step.state
             if step.state.get("usage"):
                 usage.add(Usage.from_dict(step.state["usage"]))
-    interrupted = await _interrupted_attempts(store, record.id) if started else {}
-    return Rebuilt(replay, started, usage, interrupted, base_cancelled=base_cancelled)
+    interrupted, streamed = await _interrupted_attempts(store, record.id) if started else ({}, set())
+    return Rebuilt(replay, started, usage, interrupted, streamed, base_cancelled=base_cancelled)
 
 
 class RunLoop:
@@ -126,9 +142,10 @@ class RunLoop:
         spec = {**record.spec, "run_id": record.id}
         spec.setdefault("seed", record.id)
         if canvas is None:  # a takeover or a resume: load the normalised DSL stored with the run
-            loaded = load(spec["dsl"])
-            assert loaded.canvas is not None, "a run spec always holds a loadable DSL"
-            canvas = loaded.canvas
+            try:
+                canvas = self._load(spec)
+            except UnloadableRun as exc:
+                return await self._end_unloadable(record, lease, exc)
         rebuilt = await rebuild(self.store, record, fresh=lease.token == 1)
         state = RunState(canvas=canvas, spec=spec, globals=copy.deepcopy(spec.get("globals") or canvas.globals))
         state.usage.add(rebuilt.usage)
@@ -137,7 +154,7 @@ class RunLoop:
         journal = Journal(self.store, record.id, lease.token, flush_interval_s=self.settings.flush_interval_s,
                           on_cancel_requested=cancel.set, on_persisted=feed.publish if feed is not None else None)
         execution = Execution(canvas, state, journal, self.services, self.settings.limits, rebuilt.replay,
-                              interrupted=rebuilt.interrupted)
+                              interrupted=rebuilt.interrupted, streamed=rebuilt.streamed)
         heartbeat = asyncio.create_task(self._heartbeat(record.id, lease, cancel, lost))
         try:
             if record.cancel_requested or (rebuilt.base_cancelled and not rebuilt.started):
@@ -175,6 +192,45 @@ class RunLoop:
         finally:
             heartbeat.cancel()
             await asyncio.gather(heartbeat, return_exceptions=True)
+
+    def _load(self, spec: dict[str, Any]) -> CanvasSpec:
+        """The run's canvas, checked as RunCanvas checks it. A run record made some other way (the store's
+        CreateRunRecord called directly, a record written by an older version) may hold anything."""
+        if not isinstance(spec.get("dsl"), dict):
+            raise UnloadableRun("the run's spec holds no DSL object")
+        for key in ("globals", "inputs"):
+            if spec.get(key) is not None and not isinstance(spec[key], dict):
+                raise UnloadableRun(f"the run's spec.{key} is not an object")
+        if not isinstance(spec.get("resume_from") or "", str):
+            raise UnloadableRun("the run's spec.resume_from is not a run id")
+        tools = self.services.tools
+        try:
+            return load_for_run(spec["dsl"], tools.context() if tools is not None else None)
+        except AgentCanvasError as exc:
+            raise UnloadableRun(exc.message) from None
+
+    async def _end_unloadable(self, record: RunRecord, lease: Lease, cause: UnloadableRun) -> RunStatus | None:
+        """End a run that cannot be loaded FAILED (RUN_SPEC_INVALID) in one commit: loading it again
+        fails the same way on every replica, which used to take it over and crash, again and again."""
+        logger.warning("run %s: cannot be loaded (%s); ending it FAILED", record.id, cause)
+        error = RunError(UNLOADABLE_REASON, f"the run cannot be loaded: {cause}")
+        events: list[ev.Event] = []
+        steps: list[Step] = []
+        if not record.last_seq:  # nothing of the run is logged: it still starts with WorkflowStarted
+            steps.append(Step("", {"kind": "started"}))
+            events.append(ev.Event(ev.WORKFLOW_STARTED, {"inputs": {}, "canvas_id": record.canvas_id,
+                                                         "revision_id": record.revision_id, "resumed": False,
+                                                         "query": ""}))
+        events.append(ev.Event(ev.WORKFLOW_FINISHED, {
+            "status": int(RunStatus.FAILED), "outputs": {}, "usage": record.usage.to_dict(), "error": error.to_dict(),
+            "elapsed_ms": max(0, ev.now_ms() - record.create_time_ms) if record.create_time_ms else 0}))
+        try:
+            await self.store.commit(record.id, lease.token, steps, events, status=RunStatus.FAILED, outputs={},
+                                    error=error)
+        except AgentCanvasError as exc:  # lease lost or store down: whoever takes it over ends it the same way
+            logger.warning("run %s: could not end the unloadable run: %s", record.id, exc.message)
+            return None
+        return RunStatus.FAILED
 
     async def _execute(self, execution: Execution, cancel: asyncio.Event, lost: asyncio.Event):
         """(status, error, pauses) or None when the lease was lost."""

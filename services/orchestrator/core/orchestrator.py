@@ -17,17 +17,17 @@ from services.common.context import deadline_var, new_trace_id, token_var, trace
 from services.common.errors import (AbortedError, AgentCanvasError, FailedPreconditionError, InvalidArgumentError,
                                     ResourceExhaustedError, ViolationCollector)
 from services.common.lru import LRU
-from services.orchestrator.core import sessions, telemetry
+from services.orchestrator.core import sessions, telemetry, text_delivery
 from services.orchestrator.core.admission import Admission, InMemorySlots
 from services.orchestrator.core.components.begin import missing_required_inputs
 from services.orchestrator.core.context import Services
 from services.orchestrator.core.dsl.loader import LoadResult
 from services.orchestrator.core.dsl.model import CanvasSpec
 from services.orchestrator.core.dsl.validate import check_mcp_servers, load_for_run, validate
-from services.orchestrator.core.events import WORKFLOW_FINISHED, Event
+from services.orchestrator.core.events import WORKFLOW_FINISHED, WORKFLOW_STARTED, Event
 from services.orchestrator.core.feed import RunFeed
 from services.orchestrator.core.loop import LoopSettings, RunLoop
-from services.orchestrator.core.ports import RunError, RunRecord, RunStatus, RunStore, acting_as
+from services.orchestrator.core.ports import RunError, RunRecord, RunStatus, RunStore, Step, acting_as
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +59,8 @@ class RunRequest:
     request_id: str = ""
     resume_run_id: str = ""
     """Resume this paused run (a run without a session, or its session's paused run)."""
+    webhook_payload: dict[str, Any] | None = None
+    """The HTTP request that fired a webhook-mode Begin (Begin reads it from the run's spec)."""
     dsl_key: bytes = b""
     """A canonical encoding of the inline DSL (equal keys mean equal DSLs), or b"": lets a client that
     sends the same inline DSL with every run skip its decoding, load and validation after the first."""
@@ -340,18 +342,22 @@ class Orchestrator:
             "user_id": request.user_id, "history": history, "session_id": session.id if session else "",
             "request_id": request.request_id,
         }
+        if request.webhook_payload is not None:
+            spec["webhook_payload"] = request.webhook_payload
         if previous is not None:
             spec.update(resume_from=previous.id, resume_pending=list(pending or []),
                         resume_inputs=dict(request.inputs), seed=previous.spec.get("seed", previous.id),
                         resume_claim=secrets.token_hex(8))  # tells our continuation from a concurrent one
         return spec
 
-    def stream_batches(self, run_id: str, after_seq: int = 0) -> AsyncIterator[list[Event]]:
+    def stream_batches(self, run_id: str, after_seq: int = 0, *, confirmed_text: bool = False) -> AsyncIterator[list[Event]]:
         """Persisted events after `after_seq`, then new ones, up to the terminal one, grouped as they
         were committed (one batch per store commit while followed locally, one event per batch from the
         store). A run executing here is followed through its local feed (taken now, so a run that ends
-        before the caller iterates is still served), anything else through the store."""
-        return self._follow(self._feeds.get(run_id), run_id, after_seq)
+        before the caller iterates is still served), anything else through the store. `confirmed_text`:
+        TEXT_DELIVERY_CONFIRMED (core/text_delivery.py)."""
+        batches = self._follow(self._feeds.get(run_id), run_id, after_seq)
+        return text_delivery.confirmed(batches) if confirmed_text else batches
 
     def stream_events(self, run_id: str, after_seq: int = 0) -> AsyncIterator[Event]:
         """stream_batches one event at a time (the feed is taken now, as there)."""
@@ -378,10 +384,15 @@ class Orchestrator:
         if record.status == RunStatus.PAUSED:
             # Nobody executes a paused run, so nobody would act on the flag: end it here.
             record = await self._end_paused(record)
+        elif record.status == RunStatus.PENDING and local is None:
+            # Created but not started: a holder sees the flag on its next renew, but a run nobody holds
+            # (its creator died before leasing it, or it was created without a lease) would wait for a
+            # takeover. End it here when its lease is free.
+            record = await self._end_paused(record)
         return record
 
     async def _end_paused(self, record: RunRecord) -> RunRecord:
-        """End a PAUSED run whose cancel was requested: lease it, append WorkflowFinished(CANCELLED)
+        """End a PAUSED (or a PENDING, unheld) run whose cancel was requested: lease it, append WorkflowFinished(CANCELLED)
         after its pause and write the status, in one commit. Its resume is refused from the moment
         the flag is set (start_run), so this only makes the end durable and visible. A lease still
         held (the replica that paused it has not handed it back yet) is waited for a little; a run
@@ -396,24 +407,29 @@ class Orchestrator:
             except FailedPreconditionError:
                 return await self.store.get_run(record.id)  # it already ended
             except AbortedError as exc:
-                if exc.reason == "RUN_ENDED":
-                    return await self.store.get_run(record.id)
+                if exc.reason == "RUN_ENDED" or record.status == RunStatus.PENDING:
+                    return await self.store.get_run(record.id)  # (a PENDING run's holder sees the flag)
                 await asyncio.sleep(0.05 * 2 ** attempt)  # held: its holder releases it after the pause
         else:
             logger.warning("run %s: cancelled while paused, but its lease is held; it stays PAUSED (never resumed)",
                            record.id)
             return await self.store.get_run(record.id)
         current = await self.store.get_run(record.id)
-        if current.status != RunStatus.PAUSED:  # not expected: the lease fences every writer out
+        if current.status != record.status:  # not expected: the lease fences every writer out
             await self._release_quietly(record.id, lease.token)
             return current
-        error = RunError("CANCELLED", "the run was cancelled while paused")
+        paused = current.status == RunStatus.PAUSED
+        error = RunError("CANCELLED", "the run was cancelled while paused" if paused else "the run was cancelled before it started")
         finished = {"status": int(RunStatus.CANCELLED), "outputs": current.outputs, "usage": current.usage.to_dict(),
                     "elapsed_ms": max(0, int(time.time() * 1000) - current.create_time_ms) if current.create_time_ms else 0,
                     "error": error.to_dict()}
+        steps, events = [], [Event(WORKFLOW_FINISHED, finished)]
+        if not current.last_seq:  # a run that never started: its log still opens with WorkflowStarted
+            steps = [Step("", {"kind": "started"})]
+            events.insert(0, Event(WORKFLOW_STARTED, {"inputs": {}, "canvas_id": current.canvas_id,
+                                                      "revision_id": current.revision_id, "resumed": False, "query": ""}))
         try:
-            await self.store.commit(record.id, lease.token, [], [Event(WORKFLOW_FINISHED, finished)],
-                                    status=RunStatus.CANCELLED, error=error)
+            await self.store.commit(record.id, lease.token, steps, events, status=RunStatus.CANCELLED, error=error)
         except (AbortedError, FailedPreconditionError) as exc:
             logger.info("run %s: not ended as cancelled: %s", record.id, exc.message)
         else:

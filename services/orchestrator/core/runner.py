@@ -85,7 +85,8 @@ class Execution:
     """One run's graph execution while this replica holds the lease."""
 
     def __init__(self, canvas: CanvasSpec, state: RunState, journal: Journal, services: Services, limits: Limits,
-                 replay: dict[str, dict[str, Any]], interrupted: dict[str, int] | None = None):
+                 replay: dict[str, dict[str, Any]], interrupted: dict[str, int] | None = None,
+                 streamed: set[str] | None = None):
         self.canvas = canvas
         self.state = state
         self.journal = journal
@@ -93,6 +94,7 @@ class Execution:
         self.limits = limits
         self.replay = replay
         self.interrupted = dict(interrupted or {})  # node → attempts already made by a previous holder
+        self.streamed = set(streamed or ())  # nodes whose interrupted attempt had streamed text
         self.slots = asyncio.Semaphore(limits.max_concurrency)
         self.pauses: list[tuple[str, dict[str, Any]]] = []
         self.in_flight: dict[tuple[str, str], str] = {}  # (scope, node) → node id, started and not finished
@@ -299,8 +301,17 @@ class Execution:
             ctx.open_stream = self._stream_opener(ctx, frontier, relaunch)  # type: ignore[method-assign]
             started = time.perf_counter()
             self.in_flight[(scope, node_id)] = node_id
+            if node_id in self.streamed:
+                # The text the interrupted attempt streamed is in the log: tell clients to drop it
+                # before this attempt streams its own (MessageReset comes right before its NodeStarted).
+                self.streamed.discard(node_id)
+                self.emit(ev.MESSAGE_RESET, {"component_id": node_id, "attempt": attempt})
             self.emit(ev.NODE_STARTED, {"component_id": node_id, "component_name": node.name, "component_type": node.type,
                                         "parent_id": node.parent_id, "thoughts": component.thoughts(ctx), "attempt": attempt})
+            if component.durable_start:
+                # Durable before the first side effect (a model or tool call): a takeover then counts this
+                # attempt, and the next one gets its own number (and request id) instead of reusing it.
+                await self.journal.flush()
             error: NodeError | None = None
             outcome: Outcome | None = None
             with telemetry.node_span(node_id, node.type, attempt, scope, parent=scope_trace) as node_trace:

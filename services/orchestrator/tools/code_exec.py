@@ -19,7 +19,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,7 @@ from agentcanvas.v1 import sandbox_pb2, sandbox_pb2_grpc
 from services.common import errors as common_errors
 from services.common import python_ast
 from services.common.clients import call_timeout, create_channel, outbound_metadata
+from services.common.context import token_var
 from services.common.status import from_rpc_error
 from services.common.structs import from_value, to_struct
 from services.orchestrator.tools.base import Download, ParamProblem, Tool, ToolResult
@@ -69,15 +70,26 @@ class ExecOutcome:
 class SandboxClient:
     """A reusable channel to the sandbox service."""
 
-    def __init__(self, address: str, *, token: str = ""):
+    def __init__(self, address: str, *, token: str = "",
+                 service_identity: Callable[[], tuple[str | None, str]] | None = None):
         self.address = address
         self._token = token
+        # (the orchestrator's service token, "tenant/user" it acts for) outside an RPC, i.e. in a takeover: the
+        # run's code then runs for its creator, as in the RPC that started it (there the caller's token goes).
+        self._service_identity = service_identity
         self._channel: grpc.aio.Channel | None = None
 
     def _stub(self) -> sandbox_pb2_grpc.SandboxStub:
         if self._channel is None:
             self._channel = create_channel(self.address)
         return sandbox_pb2_grpc.SandboxStub(self._channel)
+
+    def _metadata(self) -> list[tuple[str, str]]:
+        if self._service_identity is not None and not token_var.get():
+            service_token, on_behalf_of = self._service_identity()
+            if service_token and on_behalf_of:
+                return outbound_metadata(service_token, on_behalf_of=on_behalf_of)
+        return outbound_metadata(self._token or None)
 
     async def execute(
         self, *, language: str, code: str, arguments: Mapping[str, Any], timeout_s: float, request_id: str = ""
@@ -95,7 +107,7 @@ class SandboxClient:
         # The sandbox enforces the wall limit itself; the RPC deadline is a backstop a bit later.
         deadline = call_timeout(timeout_s + 10)
         try:
-            call = self._stub().Execute(request, timeout=deadline, metadata=outbound_metadata(self._token or None))
+            call = self._stub().Execute(request, timeout=deadline, metadata=self._metadata())
             async for event in call:
                 kind = event.WhichOneof("event")
                 if kind == "started":

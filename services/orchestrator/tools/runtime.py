@@ -34,8 +34,11 @@ T = TypeVar("T")
 class ToolRuntime:
     """Shared, long-lived tool resources. Close with `await runtime.aclose()`."""
 
-    def __init__(self, settings: ToolsSettings, *, max_threads: int = 4):
+    def __init__(self, settings: ToolsSettings, *, max_threads: int = 4,
+                 service_identity: Callable[[], tuple[str | None, str]] | None = None):
         self.settings = settings
+        self._service_identity = service_identity
+        """(service token, "tenant/user" acted for) for calls outside an RPC (a takeover): see SandboxClient."""
         self.http = httpx.AsyncClient(
             headers={"User-Agent": settings.http.user_agent},
             follow_redirects=False,
@@ -63,7 +66,8 @@ class ToolRuntime:
         if self._sandbox is None:
             from services.orchestrator.tools.code_exec import SandboxClient
 
-            self._sandbox = SandboxClient(self.settings.code_exec.address, token=self.settings.code_exec.token)
+            self._sandbox = SandboxClient(self.settings.code_exec.address, token=self.settings.code_exec.token,
+                                          service_identity=self._service_identity)
         return self._sandbox
 
     @property

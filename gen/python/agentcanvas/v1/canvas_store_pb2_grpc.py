@@ -315,7 +315,9 @@ class CanvasStoreServicer:
         raise NotImplementedError('Method not implemented!')
 
     def AppendSessionTurn(self, request, context):
-        """Appends a finished turn to a session; history is trimmed to the configured bound.
+        """Appends a finished turn to a session; history is trimmed to the configured bound. The turn's
+        messages are bounded too (store.session_turn_max_bytes, 1 MiB by default, each and together):
+        INVALID_ARGUMENT naming messages[i] or messages.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -338,7 +340,11 @@ class CanvasStoreServicer:
     def CreateRunRecord(self, request, context):
         """--- Durable run state (used by the orchestrator) ---
 
-        Creates a run record. A repeated request_id returns the original record.
+        Creates a run record. A repeated request_id returns the original record. The record must hold what
+        an orchestrator loads: run.spec an object with `dsl` (an object with a `components` object) and, when
+        present, `globals`/`inputs` objects; otherwise INVALID_ARGUMENT naming run.spec, run.spec.dsl,
+        run.spec.dsl.components or run.spec.<key>. The caller (a user, or a service acting for one) is the
+        run's creator.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -389,6 +395,8 @@ class CanvasStoreServicer:
     def CommitRunStep(self, request, context):
         """Atomically appends journal steps and events (assigning seq) and updates the run's status.
         Fenced by the lease: a caller that no longer holds the lease gets ABORTED and nothing is written.
+        Every event payload must be a serialized agentcanvas.v1.RunEvent carrying one event, else
+        INVALID_ARGUMENT naming events[i].payload.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -214,7 +214,7 @@ class ChatError(_message.Message):
     def __init__(self, kind: _Optional[_Union[ChatErrorKind, str]] = ..., message: _Optional[str] = ..., retryable: _Optional[bool] = ..., partial_text: _Optional[str] = ..., http_status: _Optional[int] = ...) -> None: ...
 
 class ChatResponse(_message.Message):
-    __slots__ = ("text", "reasoning", "tool_calls", "structured", "finish_reason", "usage", "model", "error", "thinking_blocks")
+    __slots__ = ("text", "reasoning", "tool_calls", "structured", "finish_reason", "usage", "model", "error", "thinking_blocks", "reasoning_as_answer")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     REASONING_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
@@ -224,6 +224,7 @@ class ChatResponse(_message.Message):
     MODEL_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     THINKING_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    REASONING_AS_ANSWER_FIELD_NUMBER: _ClassVar[int]
     text: str
     reasoning: str
     tool_calls: _containers.RepeatedCompositeFieldContainer[ToolCall]
@@ -233,7 +234,8 @@ class ChatResponse(_message.Message):
     model: str
     error: ChatError
     thinking_blocks: _containers.RepeatedCompositeFieldContainer[ThinkingBlock]
-    def __init__(self, text: _Optional[str] = ..., reasoning: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., structured: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ..., usage: _Optional[_Union[_common_pb2.TokenUsage, _Mapping]] = ..., model: _Optional[str] = ..., error: _Optional[_Union[ChatError, _Mapping]] = ..., thinking_blocks: _Optional[_Iterable[_Union[ThinkingBlock, _Mapping]]] = ...) -> None: ...
+    reasoning_as_answer: bool
+    def __init__(self, text: _Optional[str] = ..., reasoning: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., structured: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ..., usage: _Optional[_Union[_common_pb2.TokenUsage, _Mapping]] = ..., model: _Optional[str] = ..., error: _Optional[_Union[ChatError, _Mapping]] = ..., thinking_blocks: _Optional[_Iterable[_Union[ThinkingBlock, _Mapping]]] = ..., reasoning_as_answer: _Optional[bool] = ...) -> None: ...
 
 class ChatEvent(_message.Message):
     __slots__ = ("text_delta", "think_start", "think_delta", "think_end", "tool_call", "usage", "finish", "thinking_block")
@@ -284,14 +286,16 @@ class ChatThinkEnd(_message.Message):
     def __init__(self, truncated: _Optional[bool] = ...) -> None: ...
 
 class ChatFinish(_message.Message):
-    __slots__ = ("reason", "error", "model")
+    __slots__ = ("reason", "error", "model", "reasoning_as_answer")
     REASON_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
+    REASONING_AS_ANSWER_FIELD_NUMBER: _ClassVar[int]
     reason: FinishReason
     error: ChatError
     model: str
-    def __init__(self, reason: _Optional[_Union[FinishReason, str]] = ..., error: _Optional[_Union[ChatError, _Mapping]] = ..., model: _Optional[str] = ...) -> None: ...
+    reasoning_as_answer: bool
+    def __init__(self, reason: _Optional[_Union[FinishReason, str]] = ..., error: _Optional[_Union[ChatError, _Mapping]] = ..., model: _Optional[str] = ..., reasoning_as_answer: _Optional[bool] = ...) -> None: ...
 
 class CountTokensRequest(_message.Message):
     __slots__ = ("model", "messages", "max_tokens")

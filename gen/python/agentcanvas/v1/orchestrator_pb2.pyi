@@ -4,6 +4,7 @@ from agentcanvas.v1 import common_pb2 as _common_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
@@ -11,8 +12,17 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class TextDelivery(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TEXT_DELIVERY_UNSPECIFIED: _ClassVar[TextDelivery]
+    TEXT_DELIVERY_LIVE: _ClassVar[TextDelivery]
+    TEXT_DELIVERY_CONFIRMED: _ClassVar[TextDelivery]
+TEXT_DELIVERY_UNSPECIFIED: TextDelivery
+TEXT_DELIVERY_LIVE: TextDelivery
+TEXT_DELIVERY_CONFIRMED: TextDelivery
+
 class RunCanvasRequest(_message.Message):
-    __slots__ = ("canvas_id", "dsl", "revision_id", "query", "inputs", "files", "session_id", "user_id", "request_id", "resume_run_id")
+    __slots__ = ("canvas_id", "dsl", "revision_id", "query", "inputs", "files", "session_id", "user_id", "request_id", "resume_run_id", "webhook_payload", "text_delivery")
     CANVAS_ID_FIELD_NUMBER: _ClassVar[int]
     DSL_FIELD_NUMBER: _ClassVar[int]
     REVISION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -23,6 +33,8 @@ class RunCanvasRequest(_message.Message):
     USER_ID_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     RESUME_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    WEBHOOK_PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    TEXT_DELIVERY_FIELD_NUMBER: _ClassVar[int]
     canvas_id: str
     dsl: _struct_pb2.Struct
     revision_id: str
@@ -33,15 +45,19 @@ class RunCanvasRequest(_message.Message):
     user_id: str
     request_id: str
     resume_run_id: str
-    def __init__(self, canvas_id: _Optional[str] = ..., dsl: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., revision_id: _Optional[str] = ..., query: _Optional[str] = ..., inputs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., files: _Optional[_Iterable[_Union[_common_pb2.InputFile, _Mapping]]] = ..., session_id: _Optional[str] = ..., user_id: _Optional[str] = ..., request_id: _Optional[str] = ..., resume_run_id: _Optional[str] = ...) -> None: ...
+    webhook_payload: _struct_pb2.Struct
+    text_delivery: TextDelivery
+    def __init__(self, canvas_id: _Optional[str] = ..., dsl: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., revision_id: _Optional[str] = ..., query: _Optional[str] = ..., inputs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., files: _Optional[_Iterable[_Union[_common_pb2.InputFile, _Mapping]]] = ..., session_id: _Optional[str] = ..., user_id: _Optional[str] = ..., request_id: _Optional[str] = ..., resume_run_id: _Optional[str] = ..., webhook_payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., text_delivery: _Optional[_Union[TextDelivery, str]] = ...) -> None: ...
 
 class StreamRunEventsRequest(_message.Message):
-    __slots__ = ("run_id", "after_seq")
+    __slots__ = ("run_id", "after_seq", "text_delivery")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    TEXT_DELIVERY_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     after_seq: int
-    def __init__(self, run_id: _Optional[str] = ..., after_seq: _Optional[int] = ...) -> None: ...
+    text_delivery: TextDelivery
+    def __init__(self, run_id: _Optional[str] = ..., after_seq: _Optional[int] = ..., text_delivery: _Optional[_Union[TextDelivery, str]] = ...) -> None: ...
 
 class CancelRunRequest(_message.Message):
     __slots__ = ("run_id",)
@@ -118,7 +134,7 @@ class RunEventBatch(_message.Message):
     def __init__(self, events: _Optional[_Iterable[_Union[RunEvent, _Mapping]]] = ...) -> None: ...
 
 class RunEvent(_message.Message):
-    __slots__ = ("run_id", "session_id", "seq", "created_at_ms", "trace_id", "workflow_started", "node_started", "node_finished", "node_skipped", "message_delta", "think_start", "think_delta", "think_end", "message_end", "user_inputs_required", "workflow_finished", "heartbeat")
+    __slots__ = ("run_id", "session_id", "seq", "created_at_ms", "trace_id", "workflow_started", "node_started", "node_finished", "node_skipped", "message_delta", "think_start", "think_delta", "think_end", "message_end", "user_inputs_required", "workflow_finished", "heartbeat", "message_reset", "event_unreadable")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
@@ -136,6 +152,8 @@ class RunEvent(_message.Message):
     USER_INPUTS_REQUIRED_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_FINISHED_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_RESET_FIELD_NUMBER: _ClassVar[int]
+    EVENT_UNREADABLE_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     session_id: str
     seq: int
@@ -153,7 +171,23 @@ class RunEvent(_message.Message):
     user_inputs_required: UserInputsRequired
     workflow_finished: WorkflowFinished
     heartbeat: Heartbeat
-    def __init__(self, run_id: _Optional[str] = ..., session_id: _Optional[str] = ..., seq: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., trace_id: _Optional[str] = ..., workflow_started: _Optional[_Union[WorkflowStarted, _Mapping]] = ..., node_started: _Optional[_Union[NodeStarted, _Mapping]] = ..., node_finished: _Optional[_Union[NodeFinished, _Mapping]] = ..., node_skipped: _Optional[_Union[NodeSkipped, _Mapping]] = ..., message_delta: _Optional[_Union[MessageDelta, _Mapping]] = ..., think_start: _Optional[_Union[ThinkStart, _Mapping]] = ..., think_delta: _Optional[_Union[ThinkDelta, _Mapping]] = ..., think_end: _Optional[_Union[ThinkEnd, _Mapping]] = ..., message_end: _Optional[_Union[MessageEnd, _Mapping]] = ..., user_inputs_required: _Optional[_Union[UserInputsRequired, _Mapping]] = ..., workflow_finished: _Optional[_Union[WorkflowFinished, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ...) -> None: ...
+    message_reset: MessageReset
+    event_unreadable: EventUnreadable
+    def __init__(self, run_id: _Optional[str] = ..., session_id: _Optional[str] = ..., seq: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., trace_id: _Optional[str] = ..., workflow_started: _Optional[_Union[WorkflowStarted, _Mapping]] = ..., node_started: _Optional[_Union[NodeStarted, _Mapping]] = ..., node_finished: _Optional[_Union[NodeFinished, _Mapping]] = ..., node_skipped: _Optional[_Union[NodeSkipped, _Mapping]] = ..., message_delta: _Optional[_Union[MessageDelta, _Mapping]] = ..., think_start: _Optional[_Union[ThinkStart, _Mapping]] = ..., think_delta: _Optional[_Union[ThinkDelta, _Mapping]] = ..., think_end: _Optional[_Union[ThinkEnd, _Mapping]] = ..., message_end: _Optional[_Union[MessageEnd, _Mapping]] = ..., user_inputs_required: _Optional[_Union[UserInputsRequired, _Mapping]] = ..., workflow_finished: _Optional[_Union[WorkflowFinished, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., message_reset: _Optional[_Union[MessageReset, _Mapping]] = ..., event_unreadable: _Optional[_Union[EventUnreadable, _Mapping]] = ...) -> None: ...
+
+class MessageReset(_message.Message):
+    __slots__ = ("component_id", "attempt")
+    COMPONENT_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    component_id: str
+    attempt: int
+    def __init__(self, component_id: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
+
+class EventUnreadable(_message.Message):
+    __slots__ = ("error",)
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorDetail
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorDetail, _Mapping]] = ...) -> None: ...
 
 class WorkflowStarted(_message.Message):
     __slots__ = ("inputs", "canvas_id", "revision_id", "resumed", "query")

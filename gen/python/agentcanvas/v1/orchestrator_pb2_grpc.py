@@ -87,6 +87,7 @@ class OrchestratorServicer:
 
     def StreamRunEvents(self, request, context):
         """Reattaches to a run: replays persisted events with seq > after_seq, then follows the live run.
+        An event corrupt in storage arrives as EventUnreadable (DATA_LOSS, naming its seq) in its place.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -109,7 +110,8 @@ class OrchestratorServicer:
         raise NotImplementedError('Method not implemented!')
 
     def CancelRun(self, request, context):
-        """Cancels one run from any replica. The run ends with WorkflowFinished{CANCELLED}.
+        """Cancels one run from any replica. The run ends with WorkflowFinished{CANCELLED}: a PAUSED run, or a
+        PENDING run that no replica holds, is ended by the replica that receives the call.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

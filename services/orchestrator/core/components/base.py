@@ -85,6 +85,9 @@ class Component:
     retry_node_errors: ClassVar[bool] = True
     """Whether max_retries applies to this component's retryable errors."""
     streams_to_message: ClassVar[bool] = False
+    durable_start: ClassVar[bool] = False
+    """Whether the node's NodeStarted is made durable before it is invoked: set on components that call out
+    (models, tools, the sandbox), so that each of their attempts is counted across a takeover."""
 
     def __init__(self, node: NodeSpec):
         self.node = node

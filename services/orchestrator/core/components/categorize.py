@@ -51,6 +51,7 @@ def choose(names: list[str], answer: str) -> str:
 class Categorize(Component):
     type_name = "Categorize"
     default_timeout_s = 600.0
+    durable_start = True
 
     @classmethod
     def check(cls, params: dict[str, Any]) -> list[Problem]:

@@ -29,6 +29,7 @@ def clean_html(text: str) -> str:
 @register
 class Invoke(Component):
     type_name = "Invoke"
+    durable_start = True
 
     @classmethod
     def check(cls, params: dict[str, Any]) -> list[Problem]:

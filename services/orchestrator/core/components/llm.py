@@ -86,6 +86,7 @@ def parse_json_answer(text: str) -> Any:
 class LLM(Component):
     type_name = "LLM"
     default_timeout_s = 600.0
+    durable_start = True
 
     @classmethod
     def check(cls, params: dict[str, Any]) -> list[Problem]:

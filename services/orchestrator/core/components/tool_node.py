@@ -46,6 +46,7 @@ def _resolve_param_refs(ctx, value: Any) -> Any:
 class ToolNode(Component):
     default_timeout_s = 120.0
     is_tool = True
+    durable_start = True
 
     async def invoke(self, ctx) -> Outcome:
         from services.orchestrator.tools import default_registry

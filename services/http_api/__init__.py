@@ -1,0 +1,1 @@
+"""RAGFlow's HTTP API for agents, over the store and the orchestrator (README.md)."""
