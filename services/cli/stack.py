@@ -19,11 +19,14 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
 from services.common.auth import client_token
 from services.common.bootstrap import LISTEN_HOST_ENV, RunningServer, start_server
 from services.common.clients import create_channel
 from services.common.errors import InvalidArgumentError, UnavailableError
-from services.common.health import is_serving, wait_until_http_ready, wait_until_serving
+from services.common.health import wait_until_http_ready, wait_until_serving
 from services.common.settings import SERVICES, Config
 
 # CLI names -> service names.
@@ -91,12 +94,31 @@ class Stack:
                 await self.servers[name].stop(5)
 
 
+PROBE_TIMEOUT_S = 30.0
+"""The longest one health check may take at an address where something answers. Nothing listening fails at once
+(connection refused), so this bounds only a hung peer: a busy machine is not mistaken for a missing service."""
+READY_TIMEOUT_S = 120.0
+"""How long a service that answers but is still warming up (NOT_SERVING) is waited for."""
+
+
 async def _running(config: Config, service: str) -> bool:
-    channel = create_channel(config.address(service))
+    """True once the service at the configured address is SERVING; False when nothing answers there."""
+    address = config.address(service)
+    channel = create_channel(address)
     try:
-        return await is_serving(channel, timeout=0.5)
+        reply = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=PROBE_TIMEOUT_S)
+    except grpc.aio.AioRpcError:
+        return False
     finally:
         await channel.close()
+    if reply.status != health_pb2.HealthCheckResponse.SERVING:
+        # up but warming (the gateway imports litellm first): wait for it rather than call it missing
+        try:
+            await wait_until_serving(address, timeout=READY_TIMEOUT_S)
+        except TimeoutError:
+            raise UnavailableError(f"{service} at {address} answers but did not report SERVING within "
+                                   f"{READY_TIMEOUT_S:.0f} s") from None
+    return True
 
 
 async def open_stack(config: Config, needed: Iterable[str], *, mode: str = "auto") -> Stack:

@@ -347,6 +347,13 @@ class LlmGateway:
                 except ProviderError as error:
                     outcome = None
                     last_error = error
+                    # an HTTP status came from a live server; only a failure without one can be the server's death
+                    crash = await self._embedded_exit(planned) if error.status == 0 else None
+                    if crash is not None:  # not a network problem: the model server died; no retry on it
+                        if state.emitted or route_index + 1 == len(plan):
+                            raise crash from None
+                        logger.warning("%s; falling back to %s", crash.message, plan[route_index + 1].route.litellm_model)
+                        break
                     if state.emitted:
                         kind = error.kind if error.kind == ErrorKind.INCOMPLETE_STREAM else ErrorKind.STREAM_INTERRUPTED
                         yield _usage_event(total)
@@ -417,6 +424,11 @@ class LlmGateway:
                 reason = FinishReason.STOP
             yield FinishEvent(reason, call.model, reasoning_as_answer=outcome.reasoning_as_answer)
             return
+
+    async def _embedded_exit(self, planned: _Planned) -> UnavailableError | None:
+        if not planned.route.entry.is_embedded or self.embedded is None:
+            return None
+        return await self.embedded.exit_error()
 
     async def _one_call(self, call: ProviderCall, reading: _Reading, request: ChatRequest, outcome: _CallOutcome,
                         state: _StreamState, buffer_text: bool) -> AsyncIterator[Any]:

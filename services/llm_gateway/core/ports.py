@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Protocol
 
+from services.common.errors import UnavailableError
 from services.llm_gateway.core.types import ProviderCall, ProviderChunk, Usage
 
 
@@ -25,4 +26,9 @@ class EmbeddedModel(Protocol):
 
     async def api_base(self) -> str:
         """Base URL once the server answers (starts it on first use)."""
+        ...
+
+    async def exit_error(self) -> UnavailableError | None:
+        """After a failed call: UNAVAILABLE (EMBEDDED_MODEL_FAILED) naming the exit when the server process has
+        exited, None when it still runs (then the failure was a network problem like any provider's)."""
         ...

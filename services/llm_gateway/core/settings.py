@@ -22,6 +22,9 @@ class EmbeddedSettings:
     startup_timeout_s: float = 120.0
     eager: bool = True
     """Start the child process in the background at service start (else on first use)."""
+    restart_interval_s: float = 60.0
+    """A child that exited is restarted at most once per this many seconds; calls in between fail
+    UNAVAILABLE (EMBEDDED_MODEL_FAILED) at once."""
 
 
 @dataclass(frozen=True)
