@@ -20,11 +20,11 @@ if [ ! -x "$tools/bin/uv" ]; then
 fi
 upgrade=()
 [ "${1:-}" = "--upgrade" ] && upgrade=(--upgrade)
-# uv reads no pip.conf; UV_* variables of the caller's machine must not change what is resolved
+# uv reads no pip.conf and --no-config keeps it on its default index; UV_* variables of the caller's machine must not change what is resolved
 compile() {
   env -u UV_INDEX_URL -u UV_EXTRA_INDEX_URL -u UV_FIND_LINKS -u UV_CONSTRAINT -u UV_EXCLUDE_NEWER \
     "$tools/bin/uv" pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes \
-    --index-url https://pypi.org/simple --no-config --custom-compile-command scripts/lock.sh --quiet "$@"
+    --no-config --custom-compile-command scripts/lock.sh --quiet "$@"
 }
 mkdir -p requirements
 compile --extra dev "${upgrade[@]}" -o requirements/lock-dev.txt
