@@ -288,19 +288,25 @@ async def main(argv: list[str] | None = None) -> None:
     finally:
         if profiler is not None and profiler.poll() is None:
             profiler.kill()
-        for process in processes.values():
-            process.terminate()
-        for process in processes.values():
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-        model.stdin.close()
+        stop_stack(processes, model, tmp)
+
+
+
+def stop_stack(processes: dict[str, subprocess.Popen], model: subprocess.Popen, tmp: str) -> None:
+    """Stop the services (all signalled first, so they drain side by side), then the model server; remove tmp."""
+    for process in processes.values():
+        process.terminate()
+    for process in processes.values():
         try:
-            model.wait(20)
+            process.wait(20)
         except subprocess.TimeoutExpired:
-            model.kill()
-        shutil.rmtree(tmp, ignore_errors=True)
+            process.kill()
+    model.stdin.close()
+    try:
+        model.wait(20)
+    except subprocess.TimeoutExpired:
+        model.kill()
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ import httpx
 import yaml
 from agentcanvas.v1 import canvas_store_pb2, canvas_store_pb2_grpc, orchestrator_pb2, orchestrator_pb2_grpc
 
-from bench.e2e import DSL, ROOT, SERVICE_TOKEN, TOKEN, _free_port, _pct
+from bench.e2e import DSL, ROOT, SERVICE_TOKEN, TOKEN, _free_port, _pct, stop_stack
 from bench.procstat import cpu_seconds
 from services.common.health import wait_until_http_ready, wait_until_serving
 from services.common.structs import to_struct
@@ -266,19 +266,7 @@ async def main(argv: list[str] | None = None) -> None:
         await channel.close()
         await store_channel.close()
     finally:
-        for process in processes.values():
-            process.terminate()
-        for process in processes.values():
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-        model.stdin.close()
-        try:
-            model.wait(20)
-        except subprocess.TimeoutExpired:
-            model.kill()
-        shutil.rmtree(tmp, ignore_errors=True)
+        stop_stack(processes, model, tmp)
 
 
 if __name__ == "__main__":

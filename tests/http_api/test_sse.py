@@ -3,7 +3,6 @@ nothing lost or repeated, a reader that goes away leaving its run running, pause
 
 from __future__ import annotations
 
-import json
 
 import pytest
 

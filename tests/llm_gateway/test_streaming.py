@@ -5,40 +5,15 @@ from __future__ import annotations
 import pytest
 
 from services.llm_gateway.core.types import (
-    ChatRequest, ErrorKind, FinishEvent, FinishReason, Message, TextEvent, ThinkDeltaEvent, ThinkEndEvent, ThinkStartEvent,
-    Thinking, ThinkingMode, UsageEvent,
+    ChatRequest, ErrorKind, FinishEvent, FinishReason, Message, TextEvent, ThinkDeltaEvent, Thinking, ThinkingMode,
+    UsageEvent,
 )
-from tests.llm_gateway.conftest import collect
+from tests.llm_gateway.conftest import collect, shape
 from tests.support.openai_server import Fail, Hang, Reply, Stream
 
 
 def req(model="m", text="hi", **kw) -> ChatRequest:
     return ChatRequest(model=model, messages=[Message("user", text)], **kw)
-
-
-def shape(events):
-    """Compact view: adjacent deltas merged."""
-    out = []
-    for e in events:
-        if isinstance(e, TextEvent):
-            item = ("text", e.text)
-        elif isinstance(e, ThinkDeltaEvent):
-            item = ("think", e.text)
-        elif isinstance(e, ThinkStartEvent):
-            item = ("start",)
-        elif isinstance(e, ThinkEndEvent):
-            item = ("end", e.truncated)
-        elif isinstance(e, UsageEvent):
-            item = ("usage",)
-        elif isinstance(e, FinishEvent):
-            item = ("finish", e.reason, e.error.kind if e.error else None)
-        else:
-            item = (type(e).__name__,)
-        if out and item[0] in ("text", "think") and out[-1][0] == item[0]:
-            out[-1] = (item[0], out[-1][1] + item[1])
-        else:
-            out.append(item)
-    return out
 
 
 @pytest.fixture(params=[True, False], ids=["direct", "acompletion"])

@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 
 from services.llm_gateway.core.types import (
-    ChatRequest, ErrorKind, FinishEvent, FinishReason, Message, TextEvent, ThinkDeltaEvent, ThinkEndEvent, Thinking,
-    ThinkingBlock, ThinkingMode, ThinkStartEvent, ToolCall, ToolCallEvent, ToolSpec, Usage, UsageEvent,
+    ChatRequest, ErrorKind, FinishReason, Message, Thinking, ThinkingBlock, ThinkingMode, ToolCall, ToolCallEvent, ToolSpec,
+    Usage, UsageEvent,
 )
+from tests.llm_gateway.conftest import shape
 from tests.support.openai_server import Hang, Raw, ScriptedOpenAIServer
 
 ABSENT = object()
@@ -155,31 +156,6 @@ def history() -> list[Message]:
 
 def request(model: str = "m", text: str = "hi", **kw: Any) -> ChatRequest:
     return ChatRequest(model=model, messages=[Message("user", text)], **kw)
-
-
-def shape(events: list[Any]) -> list[tuple[Any, ...]]:
-    """Compact view of a stream: adjacent deltas merged."""
-    out: list[tuple[Any, ...]] = []
-    for e in events:
-        if isinstance(e, TextEvent):
-            item: tuple[Any, ...] = ("text", e.text)
-        elif isinstance(e, ThinkDeltaEvent):
-            item = ("think", e.text)
-        elif isinstance(e, ThinkStartEvent):
-            item = ("start",)
-        elif isinstance(e, ThinkEndEvent):
-            item = ("end", e.truncated)
-        elif isinstance(e, UsageEvent):
-            item = ("usage",)
-        elif isinstance(e, FinishEvent):
-            item = ("finish", e.reason, e.error.kind if e.error else None)
-        else:
-            item = (type(e).__name__,)
-        if out and item[0] in ("text", "think") and out[-1][0] == item[0]:
-            out[-1] = (item[0], out[-1][1] + item[1])
-        else:
-            out.append(item)
-    return out
 
 
 def subset(expected: dict[str, Any], actual: dict[str, Any], path: str = "") -> None:
