@@ -27,7 +27,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!agentcanvas/v1/orchestrator.proto\x12\x0e\x61gentcanvas.v1\x1a\x1b\x61gentcanvas/v1/common.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd2\x02\n\x10RunCanvasRequest\x12\x13\n\tcanvas_id\x18\x01 \x01(\tH\x00\x12&\n\x03\x64sl\x18\x02 \x01(\x0b\x32\x17.google.protobuf.StructH\x00\x12\x13\n\x0brevision_id\x18\x03 \x01(\t\x12\r\n\x05query\x18\x04 \x01(\t\x12\'\n\x06inputs\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12(\n\x05\x66iles\x18\x06 \x03(\x0b\x32\x19.agentcanvas.v1.InputFile\x12\x12\n\nsession_id\x18\x07 \x01(\t\x12\x0f\n\x07user_id\x18\x08 \x01(\t\x12\x12\n\nrequest_id\x18\t \x01(\t\x12\x15\n\rresume_run_id\x18\n \x01(\t\x12\x30\n\x0fwebhook_payload\x18\x0c \x01(\x0b\x32\x17.google.protobuf.StructB\x08\n\x06source\";\n\x16StreamRunEventsRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x11\n\tafter_seq\x18\x02 \x01(\x03\"\"\n\x10\x43\x61ncelRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"\x1f\n\rGetRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"\xed\x02\n\x03Run\x12\n\n\x02id\x18\x01 \x01(\t\x12\x11\n\tcanvas_id\x18\x02 \x01(\t\x12\x13\n\x0brevision_id\x18\x03 \x01(\t\x12\x12\n\nsession_id\x18\x04 \x01(\t\x12)\n\x06status\x18\x05 \x01(\x0e\x32\x19.agentcanvas.v1.RunStatus\x12(\n\x07outputs\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\x12*\n\x05\x65rror\x18\x07 \x01(\x0b\x32\x1b.agentcanvas.v1.ErrorDetail\x12)\n\x05usage\x18\x08 \x01(\x0b\x32\x1a.agentcanvas.v1.TokenUsage\x12\x10\n\x08last_seq\x18\t \x01(\x03\x12/\n\x0b\x63reate_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"^\n\x15ValidateCanvasRequest\x12\x13\n\tcanvas_id\x18\x01 \x01(\tH\x00\x12&\n\x03\x64sl\x18\x02 \x01(\x0b\x32\x17.google.protobuf.StructH\x00\x42\x08\n\x06source\"S\n\rCanvasProblem\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\r\n\x05\x66ield\x18\x02 \x01(\t\x12\x0c\n\x04\x63ode\x18\x03 \x01(\t\x12\x0f\n\x07message\x18\x04 \x01(\t\"\x89\x01\n\x16ValidateCanvasResponse\x12\r\n\x05valid\x18\x01 \x01(\x08\x12/\n\x08problems\x18\x02 \x03(\x0b\x32\x1d.agentcanvas.v1.CanvasProblem\x12/\n\x0enormalized_dsl\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"9\n\rRunEventBatch\x12(\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x18.agentcanvas.v1.RunEvent\"\xfd\x05\n\x08RunEvent\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x0b\n\x03seq\x18\x03 \x01(\x03\x12\x15\n\rcreated_at_ms\x18\x04 \x01(\x03\x12\x10\n\x08trace_id\x18\x05 \x01(\t\x12;\n\x10workflow_started\x18\n \x01(\x0b\x32\x1f.agentcanvas.v1.WorkflowStartedH\x00\x12\x33\n\x0cnode_started\x18\x0b \x01(\x0b\x32\x1b.agentcanvas.v1.NodeStartedH\x00\x12\x35\n\rnode_finished\x18\x0c \x01(\x0b\x32\x1c.agentcanvas.v1.NodeFinishedH\x00\x12\x33\n\x0cnode_skipped\x18\r \x01(\x0b\x32\x1b.agentcanvas.v1.NodeSkippedH\x00\x12\x35\n\rmessage_delta\x18\x0e \x01(\x0b\x32\x1c.agentcanvas.v1.MessageDeltaH\x00\x12\x31\n\x0bthink_start\x18\x0f \x01(\x0b\x32\x1a.agentcanvas.v1.ThinkStartH\x00\x12\x31\n\x0bthink_delta\x18\x10 \x01(\x0b\x32\x1a.agentcanvas.v1.ThinkDeltaH\x00\x12-\n\tthink_end\x18\x11 \x01(\x0b\x32\x18.agentcanvas.v1.ThinkEndH\x00\x12\x31\n\x0bmessage_end\x18\x12 \x01(\x0b\x32\x1a.agentcanvas.v1.MessageEndH\x00\x12\x42\n\x14user_inputs_required\x18\x13 \x01(\x0b\x32\".agentcanvas.v1.UserInputsRequiredH\x00\x12=\n\x11workflow_finished\x18\x14 \x01(\x0b\x32 .agentcanvas.v1.WorkflowFinishedH\x00\x12.\n\theartbeat\x18\x15 \x01(\x0b\x32\x19.agentcanvas.v1.HeartbeatH\x00\x42\x07\n\x05\x65vent\"\x82\x01\n\x0fWorkflowStarted\x12\'\n\x06inputs\x18\x01 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x11\n\tcanvas_id\x18\x02 \x01(\t\x12\x13\n\x0brevision_id\x18\x03 \x01(\t\x12\x0f\n\x07resumed\x18\x04 \x01(\x08\x12\r\n\x05query\x18\x05 \x01(\t\"\x89\x01\n\x0bNodeStarted\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\x16\n\x0e\x63omponent_name\x18\x02 \x01(\t\x12\x16\n\x0e\x63omponent_type\x18\x03 \x01(\t\x12\x11\n\tparent_id\x18\x04 \x01(\t\x12\x10\n\x08thoughts\x18\x05 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x06 \x01(\x05\"\xa9\x02\n\x0cNodeFinished\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\x16\n\x0e\x63omponent_name\x18\x02 \x01(\t\x12\x16\n\x0e\x63omponent_type\x18\x03 \x01(\t\x12\x11\n\tparent_id\x18\x04 \x01(\t\x12\'\n\x06inputs\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12(\n\x07outputs\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\x12*\n\x05\x65rror\x18\x07 \x01(\x0b\x32\x1b.agentcanvas.v1.ErrorDetail\x12\x12\n\nelapsed_ms\x18\x08 \x01(\x03\x12\x0c\n\x04next\x18\t \x03(\t\x12\x0e\n\x06\x62ranch\x18\n \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x0b \x01(\x05\"K\n\x0bNodeSkipped\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\x16\n\x0e\x63omponent_type\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"5\n\x0cMessageDelta\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"\"\n\nThinkStart\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\"3\n\nThinkDelta\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"3\n\x08ThinkEnd\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\x11\n\ttruncated\x18\x02 \x01(\x08\"]\n\x08\x44ownload\x12\x0e\n\x06\x64oc_id\x18\x01 \x01(\t\x12\x10\n\x08\x66ilename\x18\x02 \x01(\t\x12\x11\n\tmime_type\x18\x03 \x01(\t\x12\x0c\n\x04size\x18\x04 \x01(\x03\x12\x0e\n\x06\x62\x61se64\x18\x05 \x01(\t\"\xc9\x01\n\nMessageEnd\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12*\n\treference\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12+\n\tdownloads\x18\x04 \x03(\x0b\x32\x18.agentcanvas.v1.Download\x12\x0e\n\x06status\x18\x05 \x01(\t\x12+\n\nattachment\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\"a\n\x12UserInputsRequired\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\'\n\x06inputs\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0c\n\x04tips\x18\x03 \x01(\t\"\xd2\x01\n\x10WorkflowFinished\x12)\n\x06status\x18\x01 \x01(\x0e\x32\x19.agentcanvas.v1.RunStatus\x12(\n\x07outputs\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12*\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x1b.agentcanvas.v1.ErrorDetail\x12)\n\x05usage\x18\x04 \x01(\x0b\x32\x1a.agentcanvas.v1.TokenUsage\x12\x12\n\nelapsed_ms\x18\x05 \x01(\x03\"\x0b\n\tHeartbeat2\xcd\x04\n\x0cOrchestrator\x12I\n\tRunCanvas\x12 .agentcanvas.v1.RunCanvasRequest\x1a\x18.agentcanvas.v1.RunEvent0\x01\x12U\n\x0fStreamRunEvents\x12&.agentcanvas.v1.StreamRunEventsRequest\x1a\x18.agentcanvas.v1.RunEvent0\x01\x12U\n\x10RunCanvasBatched\x12 .agentcanvas.v1.RunCanvasRequest\x1a\x1d.agentcanvas.v1.RunEventBatch0\x01\x12\x61\n\x16StreamRunEventsBatched\x12&.agentcanvas.v1.StreamRunEventsRequest\x1a\x1d.agentcanvas.v1.RunEventBatch0\x01\x12\x42\n\tCancelRun\x12 .agentcanvas.v1.CancelRunRequest\x1a\x13.agentcanvas.v1.Run\x12<\n\x06GetRun\x12\x1d.agentcanvas.v1.GetRunRequest\x1a\x13.agentcanvas.v1.Run\x12_\n\x0eValidateCanvas\x12%.agentcanvas.v1.ValidateCanvasRequest\x1a&.agentcanvas.v1.ValidateCanvasResponseB\x84\x01\n\x12\x64\x65v.agentcanvas.v1B\x11OrchestratorProtoP\x01ZHgithub.com/agent-canvas/agent-canvas/gen/go/agentcanvas/v1;agentcanvasv1\xaa\x02\x0e\x41gentCanvas.V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!agentcanvas/v1/orchestrator.proto\x12\x0e\x61gentcanvas.v1\x1a\x1b\x61gentcanvas/v1/common.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe6\x02\n\x10RunCanvasRequest\x12\x13\n\tcanvas_id\x18\x01 \x01(\tH\x00\x12&\n\x03\x64sl\x18\x02 \x01(\x0b\x32\x17.google.protobuf.StructH\x00\x12\x12\n\x08\x64sl_json\x18\x0b \x01(\tH\x00\x12\x13\n\x0brevision_id\x18\x03 \x01(\t\x12\r\n\x05query\x18\x04 \x01(\t\x12\'\n\x06inputs\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12(\n\x05\x66iles\x18\x06 \x03(\x0b\x32\x19.agentcanvas.v1.InputFile\x12\x12\n\nsession_id\x18\x07 \x01(\t\x12\x0f\n\x07user_id\x18\x08 \x01(\t\x12\x12\n\nrequest_id\x18\t \x01(\t\x12\x15\n\rresume_run_id\x18\n \x01(\t\x12\x30\n\x0fwebhook_payload\x18\x0c \x01(\x0b\x32\x17.google.protobuf.StructB\x08\n\x06source\";\n\x16StreamRunEventsRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x11\n\tafter_seq\x18\x02 \x01(\x03\"\"\n\x10\x43\x61ncelRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"\x1f\n\rGetRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"\xed\x02\n\x03Run\x12\n\n\x02id\x18\x01 \x01(\t\x12\x11\n\tcanvas_id\x18\x02 \x01(\t\x12\x13\n\x0brevision_id\x18\x03 \x01(\t\x12\x12\n\nsession_id\x18\x04 \x01(\t\x12)\n\x06status\x18\x05 \x01(\x0e\x32\x19.agentcanvas.v1.RunStatus\x12(\n\x07outputs\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\x12*\n\x05\x65rror\x18\x07 \x01(\x0b\x32\x1b.agentcanvas.v1.ErrorDetail\x12)\n\x05usage\x18\x08 \x01(\x0b\x32\x1a.agentcanvas.v1.TokenUsage\x12\x10\n\x08last_seq\x18\t \x01(\x03\x12/\n\x0b\x63reate_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"r\n\x15ValidateCanvasRequest\x12\x13\n\tcanvas_id\x18\x01 \x01(\tH\x00\x12&\n\x03\x64sl\x18\x02 \x01(\x0b\x32\x17.google.protobuf.StructH\x00\x12\x12\n\x08\x64sl_json\x18\x03 \x01(\tH\x00\x42\x08\n\x06source\"S\n\rCanvasProblem\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\r\n\x05\x66ield\x18\x02 \x01(\t\x12\x0c\n\x04\x63ode\x18\x03 \x01(\t\x12\x0f\n\x07message\x18\x04 \x01(\t\"\xa6\x01\n\x16ValidateCanvasResponse\x12\r\n\x05valid\x18\x01 \x01(\x08\x12/\n\x08problems\x18\x02 \x03(\x0b\x32\x1d.agentcanvas.v1.CanvasProblem\x12/\n\x0enormalized_dsl\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x1b\n\x13normalized_dsl_json\x18\x04 \x01(\t\"9\n\rRunEventBatch\x12(\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x18.agentcanvas.v1.RunEvent\"\xfd\x05\n\x08RunEvent\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x0b\n\x03seq\x18\x03 \x01(\x03\x12\x15\n\rcreated_at_ms\x18\x04 \x01(\x03\x12\x10\n\x08trace_id\x18\x05 \x01(\t\x12;\n\x10workflow_started\x18\n \x01(\x0b\x32\x1f.agentcanvas.v1.WorkflowStartedH\x00\x12\x33\n\x0cnode_started\x18\x0b \x01(\x0b\x32\x1b.agentcanvas.v1.NodeStartedH\x00\x12\x35\n\rnode_finished\x18\x0c \x01(\x0b\x32\x1c.agentcanvas.v1.NodeFinishedH\x00\x12\x33\n\x0cnode_skipped\x18\r \x01(\x0b\x32\x1b.agentcanvas.v1.NodeSkippedH\x00\x12\x35\n\rmessage_delta\x18\x0e \x01(\x0b\x32\x1c.agentcanvas.v1.MessageDeltaH\x00\x12\x31\n\x0bthink_start\x18\x0f \x01(\x0b\x32\x1a.agentcanvas.v1.ThinkStartH\x00\x12\x31\n\x0bthink_delta\x18\x10 \x01(\x0b\x32\x1a.agentcanvas.v1.ThinkDeltaH\x00\x12-\n\tthink_end\x18\x11 \x01(\x0b\x32\x18.agentcanvas.v1.ThinkEndH\x00\x12\x31\n\x0bmessage_end\x18\x12 \x01(\x0b\x32\x1a.agentcanvas.v1.MessageEndH\x00\x12\x42\n\x14user_inputs_required\x18\x13 \x01(\x0b\x32\".agentcanvas.v1.UserInputsRequiredH\x00\x12=\n\x11workflow_finished\x18\x14 \x01(\x0b\x32 .agentcanvas.v1.WorkflowFinishedH\x00\x12.\n\theartbeat\x18\x15 \x01(\x0b\x32\x19.agentcanvas.v1.HeartbeatH\x00\x42\x07\n\x05\x65vent\"\x82\x01\n\x0fWorkflowStarted\x12\'\n\x06inputs\x18\x01 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x11\n\tcanvas_id\x18\x02 \x01(\t\x12\x13\n\x0brevision_id\x18\x03 \x01(\t\x12\x0f\n\x07resumed\x18\x04 \x01(\x08\x12\r\n\x05query\x18\x05 \x01(\t\"\x89\x01\n\x0bNodeStarted\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\x16\n\x0e\x63omponent_name\x18\x02 \x01(\t\x12\x16\n\x0e\x63omponent_type\x18\x03 \x01(\t\x12\x11\n\tparent_id\x18\x04 \x01(\t\x12\x10\n\x08thoughts\x18\x05 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x06 \x01(\x05\"\xa9\x02\n\x0cNodeFinished\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\x16\n\x0e\x63omponent_name\x18\x02 \x01(\t\x12\x16\n\x0e\x63omponent_type\x18\x03 \x01(\t\x12\x11\n\tparent_id\x18\x04 \x01(\t\x12\'\n\x06inputs\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12(\n\x07outputs\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\x12*\n\x05\x65rror\x18\x07 \x01(\x0b\x32\x1b.agentcanvas.v1.ErrorDetail\x12\x12\n\nelapsed_ms\x18\x08 \x01(\x03\x12\x0c\n\x04next\x18\t \x03(\t\x12\x0e\n\x06\x62ranch\x18\n \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x0b \x01(\x05\"K\n\x0bNodeSkipped\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\x16\n\x0e\x63omponent_type\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"5\n\x0cMessageDelta\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"\"\n\nThinkStart\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\"3\n\nThinkDelta\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"3\n\x08ThinkEnd\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\x11\n\ttruncated\x18\x02 \x01(\x08\"]\n\x08\x44ownload\x12\x0e\n\x06\x64oc_id\x18\x01 \x01(\t\x12\x10\n\x08\x66ilename\x18\x02 \x01(\t\x12\x11\n\tmime_type\x18\x03 \x01(\t\x12\x0c\n\x04size\x18\x04 \x01(\x03\x12\x0e\n\x06\x62\x61se64\x18\x05 \x01(\t\"\xc9\x01\n\nMessageEnd\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12*\n\treference\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12+\n\tdownloads\x18\x04 \x03(\x0b\x32\x18.agentcanvas.v1.Download\x12\x0e\n\x06status\x18\x05 \x01(\t\x12+\n\nattachment\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\"a\n\x12UserInputsRequired\x12\x14\n\x0c\x63omponent_id\x18\x01 \x01(\t\x12\'\n\x06inputs\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0c\n\x04tips\x18\x03 \x01(\t\"\xd2\x01\n\x10WorkflowFinished\x12)\n\x06status\x18\x01 \x01(\x0e\x32\x19.agentcanvas.v1.RunStatus\x12(\n\x07outputs\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12*\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x1b.agentcanvas.v1.ErrorDetail\x12)\n\x05usage\x18\x04 \x01(\x0b\x32\x1a.agentcanvas.v1.TokenUsage\x12\x12\n\nelapsed_ms\x18\x05 \x01(\x03\"\x0b\n\tHeartbeat2\xcd\x04\n\x0cOrchestrator\x12I\n\tRunCanvas\x12 .agentcanvas.v1.RunCanvasRequest\x1a\x18.agentcanvas.v1.RunEvent0\x01\x12U\n\x0fStreamRunEvents\x12&.agentcanvas.v1.StreamRunEventsRequest\x1a\x18.agentcanvas.v1.RunEvent0\x01\x12U\n\x10RunCanvasBatched\x12 .agentcanvas.v1.RunCanvasRequest\x1a\x1d.agentcanvas.v1.RunEventBatch0\x01\x12\x61\n\x16StreamRunEventsBatched\x12&.agentcanvas.v1.StreamRunEventsRequest\x1a\x1d.agentcanvas.v1.RunEventBatch0\x01\x12\x42\n\tCancelRun\x12 .agentcanvas.v1.CancelRunRequest\x1a\x13.agentcanvas.v1.Run\x12<\n\x06GetRun\x12\x1d.agentcanvas.v1.GetRunRequest\x1a\x13.agentcanvas.v1.Run\x12_\n\x0eValidateCanvas\x12%.agentcanvas.v1.ValidateCanvasRequest\x1a&.agentcanvas.v1.ValidateCanvasResponseB\x84\x01\n\x12\x64\x65v.agentcanvas.v1B\x11OrchestratorProtoP\x01ZHgithub.com/agent-canvas/agent-canvas/gen/go/agentcanvas/v1;agentcanvasv1\xaa\x02\x0e\x41gentCanvas.V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,51 +36,51 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\022dev.agentcanvas.v1B\021OrchestratorProtoP\001ZHgithub.com/agent-canvas/agent-canvas/gen/go/agentcanvas/v1;agentcanvasv1\252\002\016AgentCanvas.V1'
   _globals['_RUNCANVASREQUEST']._serialized_start=146
-  _globals['_RUNCANVASREQUEST']._serialized_end=484
-  _globals['_STREAMRUNEVENTSREQUEST']._serialized_start=486
-  _globals['_STREAMRUNEVENTSREQUEST']._serialized_end=545
-  _globals['_CANCELRUNREQUEST']._serialized_start=547
-  _globals['_CANCELRUNREQUEST']._serialized_end=581
-  _globals['_GETRUNREQUEST']._serialized_start=583
-  _globals['_GETRUNREQUEST']._serialized_end=614
-  _globals['_RUN']._serialized_start=617
-  _globals['_RUN']._serialized_end=982
-  _globals['_VALIDATECANVASREQUEST']._serialized_start=984
-  _globals['_VALIDATECANVASREQUEST']._serialized_end=1078
-  _globals['_CANVASPROBLEM']._serialized_start=1080
-  _globals['_CANVASPROBLEM']._serialized_end=1163
-  _globals['_VALIDATECANVASRESPONSE']._serialized_start=1166
-  _globals['_VALIDATECANVASRESPONSE']._serialized_end=1303
-  _globals['_RUNEVENTBATCH']._serialized_start=1305
-  _globals['_RUNEVENTBATCH']._serialized_end=1362
-  _globals['_RUNEVENT']._serialized_start=1365
-  _globals['_RUNEVENT']._serialized_end=2130
-  _globals['_WORKFLOWSTARTED']._serialized_start=2133
-  _globals['_WORKFLOWSTARTED']._serialized_end=2263
-  _globals['_NODESTARTED']._serialized_start=2266
-  _globals['_NODESTARTED']._serialized_end=2403
-  _globals['_NODEFINISHED']._serialized_start=2406
-  _globals['_NODEFINISHED']._serialized_end=2703
-  _globals['_NODESKIPPED']._serialized_start=2705
-  _globals['_NODESKIPPED']._serialized_end=2780
-  _globals['_MESSAGEDELTA']._serialized_start=2782
-  _globals['_MESSAGEDELTA']._serialized_end=2835
-  _globals['_THINKSTART']._serialized_start=2837
-  _globals['_THINKSTART']._serialized_end=2871
-  _globals['_THINKDELTA']._serialized_start=2873
-  _globals['_THINKDELTA']._serialized_end=2924
-  _globals['_THINKEND']._serialized_start=2926
-  _globals['_THINKEND']._serialized_end=2977
-  _globals['_DOWNLOAD']._serialized_start=2979
-  _globals['_DOWNLOAD']._serialized_end=3072
-  _globals['_MESSAGEEND']._serialized_start=3075
-  _globals['_MESSAGEEND']._serialized_end=3276
-  _globals['_USERINPUTSREQUIRED']._serialized_start=3278
-  _globals['_USERINPUTSREQUIRED']._serialized_end=3375
-  _globals['_WORKFLOWFINISHED']._serialized_start=3378
-  _globals['_WORKFLOWFINISHED']._serialized_end=3588
-  _globals['_HEARTBEAT']._serialized_start=3590
-  _globals['_HEARTBEAT']._serialized_end=3601
-  _globals['_ORCHESTRATOR']._serialized_start=3604
-  _globals['_ORCHESTRATOR']._serialized_end=4193
+  _globals['_RUNCANVASREQUEST']._serialized_end=504
+  _globals['_STREAMRUNEVENTSREQUEST']._serialized_start=506
+  _globals['_STREAMRUNEVENTSREQUEST']._serialized_end=565
+  _globals['_CANCELRUNREQUEST']._serialized_start=567
+  _globals['_CANCELRUNREQUEST']._serialized_end=601
+  _globals['_GETRUNREQUEST']._serialized_start=603
+  _globals['_GETRUNREQUEST']._serialized_end=634
+  _globals['_RUN']._serialized_start=637
+  _globals['_RUN']._serialized_end=1002
+  _globals['_VALIDATECANVASREQUEST']._serialized_start=1004
+  _globals['_VALIDATECANVASREQUEST']._serialized_end=1118
+  _globals['_CANVASPROBLEM']._serialized_start=1120
+  _globals['_CANVASPROBLEM']._serialized_end=1203
+  _globals['_VALIDATECANVASRESPONSE']._serialized_start=1206
+  _globals['_VALIDATECANVASRESPONSE']._serialized_end=1372
+  _globals['_RUNEVENTBATCH']._serialized_start=1374
+  _globals['_RUNEVENTBATCH']._serialized_end=1431
+  _globals['_RUNEVENT']._serialized_start=1434
+  _globals['_RUNEVENT']._serialized_end=2199
+  _globals['_WORKFLOWSTARTED']._serialized_start=2202
+  _globals['_WORKFLOWSTARTED']._serialized_end=2332
+  _globals['_NODESTARTED']._serialized_start=2335
+  _globals['_NODESTARTED']._serialized_end=2472
+  _globals['_NODEFINISHED']._serialized_start=2475
+  _globals['_NODEFINISHED']._serialized_end=2772
+  _globals['_NODESKIPPED']._serialized_start=2774
+  _globals['_NODESKIPPED']._serialized_end=2849
+  _globals['_MESSAGEDELTA']._serialized_start=2851
+  _globals['_MESSAGEDELTA']._serialized_end=2904
+  _globals['_THINKSTART']._serialized_start=2906
+  _globals['_THINKSTART']._serialized_end=2940
+  _globals['_THINKDELTA']._serialized_start=2942
+  _globals['_THINKDELTA']._serialized_end=2993
+  _globals['_THINKEND']._serialized_start=2995
+  _globals['_THINKEND']._serialized_end=3046
+  _globals['_DOWNLOAD']._serialized_start=3048
+  _globals['_DOWNLOAD']._serialized_end=3141
+  _globals['_MESSAGEEND']._serialized_start=3144
+  _globals['_MESSAGEEND']._serialized_end=3345
+  _globals['_USERINPUTSREQUIRED']._serialized_start=3347
+  _globals['_USERINPUTSREQUIRED']._serialized_end=3444
+  _globals['_WORKFLOWFINISHED']._serialized_start=3447
+  _globals['_WORKFLOWFINISHED']._serialized_end=3657
+  _globals['_HEARTBEAT']._serialized_start=3659
+  _globals['_HEARTBEAT']._serialized_end=3670
+  _globals['_ORCHESTRATOR']._serialized_start=3673
+  _globals['_ORCHESTRATOR']._serialized_end=4262
 # @@protoc_insertion_point(module_scope)

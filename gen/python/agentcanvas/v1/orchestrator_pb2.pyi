@@ -12,9 +12,10 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RunCanvasRequest(_message.Message):
-    __slots__ = ("canvas_id", "dsl", "revision_id", "query", "inputs", "files", "session_id", "user_id", "request_id", "resume_run_id", "webhook_payload")
+    __slots__ = ("canvas_id", "dsl", "dsl_json", "revision_id", "query", "inputs", "files", "session_id", "user_id", "request_id", "resume_run_id", "webhook_payload")
     CANVAS_ID_FIELD_NUMBER: _ClassVar[int]
     DSL_FIELD_NUMBER: _ClassVar[int]
+    DSL_JSON_FIELD_NUMBER: _ClassVar[int]
     REVISION_ID_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     INPUTS_FIELD_NUMBER: _ClassVar[int]
@@ -26,6 +27,7 @@ class RunCanvasRequest(_message.Message):
     WEBHOOK_PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     canvas_id: str
     dsl: _struct_pb2.Struct
+    dsl_json: str
     revision_id: str
     query: str
     inputs: _struct_pb2.Struct
@@ -35,7 +37,7 @@ class RunCanvasRequest(_message.Message):
     request_id: str
     resume_run_id: str
     webhook_payload: _struct_pb2.Struct
-    def __init__(self, canvas_id: _Optional[str] = ..., dsl: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., revision_id: _Optional[str] = ..., query: _Optional[str] = ..., inputs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., files: _Optional[_Iterable[_Union[_common_pb2.InputFile, _Mapping]]] = ..., session_id: _Optional[str] = ..., user_id: _Optional[str] = ..., request_id: _Optional[str] = ..., resume_run_id: _Optional[str] = ..., webhook_payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    def __init__(self, canvas_id: _Optional[str] = ..., dsl: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., dsl_json: _Optional[str] = ..., revision_id: _Optional[str] = ..., query: _Optional[str] = ..., inputs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., files: _Optional[_Iterable[_Union[_common_pb2.InputFile, _Mapping]]] = ..., session_id: _Optional[str] = ..., user_id: _Optional[str] = ..., request_id: _Optional[str] = ..., resume_run_id: _Optional[str] = ..., webhook_payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class StreamRunEventsRequest(_message.Message):
     __slots__ = ("run_id", "after_seq")
@@ -84,12 +86,14 @@ class Run(_message.Message):
     def __init__(self, id: _Optional[str] = ..., canvas_id: _Optional[str] = ..., revision_id: _Optional[str] = ..., session_id: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.RunStatus, str]] = ..., outputs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.ErrorDetail, _Mapping]] = ..., usage: _Optional[_Union[_common_pb2.TokenUsage, _Mapping]] = ..., last_seq: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ValidateCanvasRequest(_message.Message):
-    __slots__ = ("canvas_id", "dsl")
+    __slots__ = ("canvas_id", "dsl", "dsl_json")
     CANVAS_ID_FIELD_NUMBER: _ClassVar[int]
     DSL_FIELD_NUMBER: _ClassVar[int]
+    DSL_JSON_FIELD_NUMBER: _ClassVar[int]
     canvas_id: str
     dsl: _struct_pb2.Struct
-    def __init__(self, canvas_id: _Optional[str] = ..., dsl: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    dsl_json: str
+    def __init__(self, canvas_id: _Optional[str] = ..., dsl: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., dsl_json: _Optional[str] = ...) -> None: ...
 
 class CanvasProblem(_message.Message):
     __slots__ = ("component_id", "field", "code", "message")
@@ -104,14 +108,16 @@ class CanvasProblem(_message.Message):
     def __init__(self, component_id: _Optional[str] = ..., field: _Optional[str] = ..., code: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class ValidateCanvasResponse(_message.Message):
-    __slots__ = ("valid", "problems", "normalized_dsl")
+    __slots__ = ("valid", "problems", "normalized_dsl", "normalized_dsl_json")
     VALID_FIELD_NUMBER: _ClassVar[int]
     PROBLEMS_FIELD_NUMBER: _ClassVar[int]
     NORMALIZED_DSL_FIELD_NUMBER: _ClassVar[int]
+    NORMALIZED_DSL_JSON_FIELD_NUMBER: _ClassVar[int]
     valid: bool
     problems: _containers.RepeatedCompositeFieldContainer[CanvasProblem]
     normalized_dsl: _struct_pb2.Struct
-    def __init__(self, valid: _Optional[bool] = ..., problems: _Optional[_Iterable[_Union[CanvasProblem, _Mapping]]] = ..., normalized_dsl: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    normalized_dsl_json: str
+    def __init__(self, valid: _Optional[bool] = ..., problems: _Optional[_Iterable[_Union[CanvasProblem, _Mapping]]] = ..., normalized_dsl: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., normalized_dsl_json: _Optional[str] = ...) -> None: ...
 
 class RunEventBatch(_message.Message):
     __slots__ = ("events",)

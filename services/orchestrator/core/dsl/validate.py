@@ -7,7 +7,7 @@ from typing import Any
 from services.common.errors import FailedPreconditionError, FieldViolation, InvalidArgumentError
 from services.orchestrator.core.components import registry
 from services.orchestrator.core.components.base import common_problems
-from services.orchestrator.core.dsl.loader import CanvasProblem, LoadResult, load
+from services.orchestrator.core.dsl.loader import CanvasProblem, LoadResult, load, unwrap
 from services.orchestrator.core.dsl.model import CONTAINERS, CanvasSpec
 from services.orchestrator.core.refs import ALIASES, NOT_TEMPLATES, find_refs
 
@@ -49,7 +49,18 @@ def validate(document: Any, tool_context: Any = None) -> LoadResult:
     _check_scopes(canvas, problems)
     _check_reachability(canvas, problems)
     _check_cycles(canvas, problems)
+    _in_dsl_order(problems, document)
     return result
+
+
+def _in_dsl_order(problems: list[CanvasProblem], document: Any) -> None:
+    """Canvas-level problems first, then each component's in the order the DSL lists the components
+    (a stable sort: one component's problems keep the order they were found in). Components the
+    loader made (conversation loops) come last."""
+    dsl, _ = unwrap(document)
+    components = dsl.get("components") if isinstance(dsl, dict) else None
+    position = {cid: index for index, cid in enumerate(components if isinstance(components, dict) else ())}
+    problems.sort(key=lambda p: -1 if not p.component_id else position.get(p.component_id, len(position)))
 
 
 def _agent_tool_problems(params: dict[str, Any], tool_context: Any, prefix: str = "") -> list[tuple[str, str]]:
