@@ -51,11 +51,12 @@ class Iteration(Component):
         return problems
 
     async def invoke(self, ctx) -> Outcome:
-        items = ctx.resolve(self.param("items_ref"))
-        if items is None:  # a reference to nothing (an unset output): no passes
-            items = []
+        items_ref = self.param("items_ref")
+        items = ctx.resolve(items_ref)
         if not isinstance(items, list):
-            raise NodeError(f"items_ref must resolve to an array, got {type(items).__name__}", reason="NOT_A_LIST")
+            # RAGFlow's message. Null too: a reference to an output nobody wrote (e.g. a field the
+            # upstream model never produced) would otherwise run no passes and end "successfully".
+            raise NodeError(f"{items_ref} must be an array, but its type is {type(items)}", reason="NOT_A_LIST")
         if len(items) > MAX_LOOP_COUNT:
             raise NodeError(f"items_ref holds {len(items)} items; an Iteration runs at most {MAX_LOOP_COUNT} passes "
                             "(split the list, e.g. with ListOperations head/tail)", reason="TOO_MANY_ITEMS")
