@@ -3,6 +3,11 @@ scripted model): nothing is silently skipped or ignored.
 
 1. An Iteration whose items_ref is not a list (null included) fails its node with RAGFlow's message,
    under the node's error policy.
+2. ValidateCanvas (and RunCanvas) report a reference to an output its component never produces,
+   naming the node, the parameter and the reference; dynamic outputs (Begin inputs, structured-output
+   properties, aggregator groups, loop variables) count.
+3. At run time, a reference in an answer that resolved to nothing, or text shaped like a reference that
+   names nothing readable, is a RunWarning event (persisted), not silent text.
 """
 
 from __future__ import annotations
@@ -71,3 +76,108 @@ async def test_an_iteration_over_null_with_a_default_value_succeeds_and_reports_
     assert from_struct(final(events).outputs)["content"] == "done"
     node = finished_nodes(events)["it"]
     assert node.error.reason == "NOT_A_LIST" and "NoneType" in node.error.message
+
+
+# -- 2. references to outputs a component never produces ----------------------------------------
+
+def outputs_canvas(message: str) -> dict:
+    """Components whose outputs come from their params: Begin inputs, an LLM's structured schema,
+    VariableAggregator groups, Loop variables, an Iteration's declared outputs."""
+    return dsl({
+        "begin": {"type": "Begin", "down": ["llm"], "params": {"inputs": {"city": {"name": "City", "type": "line"}}}},
+        "llm": {"type": "LLM", "down": ["agg"], "params": {"llm_id": "m", "prompts": [{"role": "user", "content": "{begin@city}"}],
+                                                        "outputs": {"structured": {"type": "object", "properties": {
+                                                            "title": {"type": "string"}}}}}},
+        "agg": {"type": "VariableAggregator", "down": ["loop"], "params": {"groups": [
+            {"group_name": "g", "variables": [{"value": "llm@content"}]}]}},
+        "loop": {"type": "Loop", "down": ["msg"], "params": {"loop_variables": [
+            {"variable": "counter", "input_mode": "constant", "value": 0}], "maximum_loop_count": 1}},
+        "li": {"type": "LoopItem", "parent": "loop", "down": ["set"]},
+        "set": {"type": "VariableAssigner", "parent": "loop", "params": {"variables": [
+            {"variable": "loop@counter", "operator": "+=", "parameter": 1}]}},
+        "msg": {"type": "Message", "params": {"content": [message]}},
+    })
+
+
+VALID = ("{begin@city} {llm@content} {llm@structured.title} {agg@g} {loop@counter} {loop@loop_count} "
+         "{llm@_ERROR} {Begin@city}")
+
+
+async def test_references_to_outputs_that_exist_validate(server):
+    stub, _ = server
+    from agentcanvas.v1 import orchestrator_pb2
+    from tests.orchestrator.support.request_server import AUTH
+
+    reply = await stub.ValidateCanvas(orchestrator_pb2.ValidateCanvasRequest(dsl=to_struct(outputs_canvas(VALID))),
+                                      metadata=AUTH)
+    assert [(p.component_id, p.field, p.message) for p in reply.problems] == []
+
+
+@pytest.mark.parametrize("reference, words", [
+    ("{llm@summary}", ["output 'summary'", "llm (LLM)", "content"]),
+    ("{begin@town}", ["output 'town'", "begin (Begin)", "city"]),
+    ("{llm@structured.author}", ["'author'", "title"]),
+    ("{agg@h}", ["output 'h'", "agg (VariableAggregator)", "its outputs: g"]),
+    ("{loop@count}", ["output 'count'", "counter", "loop_count"]),
+])
+async def test_a_reference_to_an_output_that_is_never_produced_is_a_validation_problem(server, reference, words):
+    stub, _ = server
+    from agentcanvas.v1 import orchestrator_pb2
+    from tests.orchestrator.support.request_server import AUTH, refused
+
+    canvas = outputs_canvas(f"{VALID} {reference}")
+    reply = await stub.ValidateCanvas(orchestrator_pb2.ValidateCanvasRequest(dsl=to_struct(canvas)), metadata=AUTH)
+    problems = [(p.component_id, p.field, p.code, p.message) for p in reply.problems]
+    assert len(problems) == 1 and problems[0][:3] == ("msg", "params.content", "DANGLING_REFERENCE"), problems
+    assert reference.strip("{}") in problems[0][3] and all(word in problems[0][3] for word in words), problems[0][3]
+    error = await refused(stub, dsl=to_struct(canvas))  # and RunCanvas refuses it before running anything
+    assert [v.field for v in error.violations] == ["components.msg.params.content"]
+
+
+async def test_an_iteration_output_naming_a_missing_body_output_is_reported(server):
+    stub, _ = server
+    from agentcanvas.v1 import orchestrator_pb2
+    from tests.orchestrator.support.request_server import AUTH
+
+    canvas = iteration_canvas("sys.files")
+    canvas["components"]["it"]["obj"]["params"]["outputs"] = {"echoes": {"ref": "echo@text", "type": "array"}}
+    reply = await stub.ValidateCanvas(orchestrator_pb2.ValidateCanvasRequest(dsl=to_struct(canvas)), metadata=AUTH)
+    assert [(p.component_id, p.field) for p in reply.problems] == [("it", "params.outputs")]
+    assert "echo@text" in reply.problems[0].message and "result" in reply.problems[0].message
+
+
+# -- 3. a reference left empty or literal in an answer is a warning event ------------------------
+
+async def test_a_reference_that_resolves_to_nothing_in_an_answer_is_a_warning(server):
+    stub, _ = server
+    from agentcanvas.v1 import orchestrator_pb2
+    from tests.orchestrator.support.request_server import AUTH
+
+    canvas = dsl({
+        "begin": {"type": "Begin", "down": ["agg"]},
+        "agg": {"type": "VariableAggregator", "down": ["msg"], "params": {"groups": [
+            {"group_name": "g", "variables": [{"value": "sys.user_id"}]}]}},
+        "msg": {"type": "Message", "params": {"content": ["got [{agg@g}] and {iteration:0@generate:1}"]}},
+    })
+    events = await run(stub, dsl=to_struct(canvas))
+    assert final(events).status == common_pb2.RUN_STATUS_SUCCEEDED
+    assert from_struct(final(events).outputs)["content"] == "got [] and {iteration:0@generate:1}"
+    warnings = [e.warning for e in events if e.WhichOneof("event") == "warning"]
+    assert [(w.component_id, w.code, list(w.references)) for w in warnings] == [
+        ("msg", "UNRESOLVED_REFERENCE", ["agg@g"]), ("msg", "LITERAL_REFERENCE", ["iteration:0@generate:1"])]
+    assert "{agg@g}" in warnings[0].message
+    kinds = [e.WhichOneof("event") for e in events]
+    assert kinds.index("warning") < kinds.index("message_end")
+    # persisted like any event: a replay shows them too
+    replay = [e async for e in stub.StreamRunEvents(orchestrator_pb2.StreamRunEventsRequest(run_id=events[0].run_id),
+                                                      metadata=AUTH) if not e.HasField("heartbeat")]
+    assert [e.warning.code for e in replay if e.WhichOneof("event") == "warning"] == [w.code for w in warnings]
+
+
+async def test_an_answer_whose_references_all_resolve_has_no_warning(server):
+    stub, _ = server
+    canvas = dsl({"begin": {"type": "Begin", "down": ["msg"]},
+                  "msg": {"type": "Message", "params": {"content": ["you said {sys.query}: {\"a@b\": 1}"]}}})
+    events = await run(stub, dsl=to_struct(canvas), query="hi")
+    assert from_struct(final(events).outputs)["content"] == 'you said hi: {"a@b": 1}'
+    assert not [e for e in events if e.WhichOneof("event") == "warning"]

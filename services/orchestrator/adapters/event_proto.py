@@ -29,6 +29,7 @@ _PAYLOAD = {
     "message_end": orchestrator_pb2.MessageEnd,
     "user_inputs_required": orchestrator_pb2.UserInputsRequired,
     "workflow_finished": orchestrator_pb2.WorkflowFinished,
+    "warning": orchestrator_pb2.RunWarning,
 }
 
 

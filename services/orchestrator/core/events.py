@@ -21,6 +21,7 @@ THINK_END = "think_end"
 MESSAGE_END = "message_end"
 USER_INPUTS_REQUIRED = "user_inputs_required"
 WORKFLOW_FINISHED = "workflow_finished"
+WARNING = "warning"
 
 # Events that are published live and persisted in small batches rather than with a journal step.
 STREAMING_KINDS = frozenset({MESSAGE_DELTA, THINK_START, THINK_DELTA, THINK_END})

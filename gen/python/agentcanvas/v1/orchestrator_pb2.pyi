@@ -126,7 +126,7 @@ class RunEventBatch(_message.Message):
     def __init__(self, events: _Optional[_Iterable[_Union[RunEvent, _Mapping]]] = ...) -> None: ...
 
 class RunEvent(_message.Message):
-    __slots__ = ("run_id", "session_id", "seq", "created_at_ms", "trace_id", "workflow_started", "node_started", "node_finished", "node_skipped", "message_delta", "think_start", "think_delta", "think_end", "message_end", "user_inputs_required", "workflow_finished", "heartbeat")
+    __slots__ = ("run_id", "session_id", "seq", "created_at_ms", "trace_id", "workflow_started", "node_started", "node_finished", "node_skipped", "message_delta", "think_start", "think_delta", "think_end", "message_end", "user_inputs_required", "workflow_finished", "heartbeat", "warning")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
@@ -144,6 +144,7 @@ class RunEvent(_message.Message):
     USER_INPUTS_REQUIRED_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_FINISHED_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    WARNING_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     session_id: str
     seq: int
@@ -161,7 +162,20 @@ class RunEvent(_message.Message):
     user_inputs_required: UserInputsRequired
     workflow_finished: WorkflowFinished
     heartbeat: Heartbeat
-    def __init__(self, run_id: _Optional[str] = ..., session_id: _Optional[str] = ..., seq: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., trace_id: _Optional[str] = ..., workflow_started: _Optional[_Union[WorkflowStarted, _Mapping]] = ..., node_started: _Optional[_Union[NodeStarted, _Mapping]] = ..., node_finished: _Optional[_Union[NodeFinished, _Mapping]] = ..., node_skipped: _Optional[_Union[NodeSkipped, _Mapping]] = ..., message_delta: _Optional[_Union[MessageDelta, _Mapping]] = ..., think_start: _Optional[_Union[ThinkStart, _Mapping]] = ..., think_delta: _Optional[_Union[ThinkDelta, _Mapping]] = ..., think_end: _Optional[_Union[ThinkEnd, _Mapping]] = ..., message_end: _Optional[_Union[MessageEnd, _Mapping]] = ..., user_inputs_required: _Optional[_Union[UserInputsRequired, _Mapping]] = ..., workflow_finished: _Optional[_Union[WorkflowFinished, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ...) -> None: ...
+    warning: RunWarning
+    def __init__(self, run_id: _Optional[str] = ..., session_id: _Optional[str] = ..., seq: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., trace_id: _Optional[str] = ..., workflow_started: _Optional[_Union[WorkflowStarted, _Mapping]] = ..., node_started: _Optional[_Union[NodeStarted, _Mapping]] = ..., node_finished: _Optional[_Union[NodeFinished, _Mapping]] = ..., node_skipped: _Optional[_Union[NodeSkipped, _Mapping]] = ..., message_delta: _Optional[_Union[MessageDelta, _Mapping]] = ..., think_start: _Optional[_Union[ThinkStart, _Mapping]] = ..., think_delta: _Optional[_Union[ThinkDelta, _Mapping]] = ..., think_end: _Optional[_Union[ThinkEnd, _Mapping]] = ..., message_end: _Optional[_Union[MessageEnd, _Mapping]] = ..., user_inputs_required: _Optional[_Union[UserInputsRequired, _Mapping]] = ..., workflow_finished: _Optional[_Union[WorkflowFinished, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., warning: _Optional[_Union[RunWarning, _Mapping]] = ...) -> None: ...
+
+class RunWarning(_message.Message):
+    __slots__ = ("component_id", "code", "message", "references")
+    COMPONENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    REFERENCES_FIELD_NUMBER: _ClassVar[int]
+    component_id: str
+    code: str
+    message: str
+    references: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, component_id: _Optional[str] = ..., code: _Optional[str] = ..., message: _Optional[str] = ..., references: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class WorkflowStarted(_message.Message):
     __slots__ = ("inputs", "canvas_id", "revision_id", "resumed", "query")

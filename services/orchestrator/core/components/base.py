@@ -85,6 +85,8 @@ class Component:
     retry_node_errors: ClassVar[bool] = True
     """Whether max_retries applies to this component's retryable errors."""
     streams_to_message: ClassVar[bool] = False
+    static_outputs: ClassVar[tuple[str, ...] | None] = ()
+    """Output names the component writes whatever its params; None: any name (references are not checked)."""
 
     def __init__(self, node: NodeSpec):
         self.node = node
@@ -105,6 +107,26 @@ class Component:
         """Known features this orchestrator cannot run yet (reported as UNSUPPORTED)."""
         return []
 
+    @classmethod
+    def output_names(cls, params: dict[str, Any]) -> set[str] | None:
+        """Every output a reference may read (ValidateCanvas): the static ones, those the DSL declares
+        (`params.outputs`) and the dynamic ones the params define. None: any name. Names starting with
+        `_` (`_ERROR`, ...) are always accepted by the checker."""
+        if cls.static_outputs is None:
+            return None
+        outputs = params.get("outputs")
+        return {*cls.static_outputs, *(outputs if isinstance(outputs, dict) else ()), *cls.dynamic_outputs(params)}
+
+    @classmethod
+    def dynamic_outputs(cls, params: dict[str, Any]) -> list[str]:
+        """Output names the params define (form fields, group names, loop variables, ...)."""
+        return []
+
+    @classmethod
+    def output_fields(cls, params: dict[str, Any], name: str) -> set[str] | None:
+        """The fields a reference may read below output `name` (`{id@name.field}`), None when unchecked."""
+        return None
+
     def thoughts(self, ctx: "NodeContext") -> str:
         return ""
 
@@ -114,6 +136,8 @@ class Component:
 
 class NotImplementedComponent(Component):
     """A RAGFlow component this orchestrator recognises but cannot run yet."""
+
+    static_outputs = None
 
     async def invoke(self, ctx: "NodeContext") -> Outcome:  # pragma: no cover - guarded at run start
         from services.orchestrator.core.errors import NodeError

@@ -59,6 +59,16 @@ class Begin(Component):
     default_timeout_s = None
 
     @classmethod
+    def output_names(cls, params: dict[str, Any]) -> set[str] | None:
+        if str(params.get("mode") or "").lower() == "webhook":
+            return None  # the payload's keys become outputs
+        return super().output_names(params)
+
+    @classmethod
+    def dynamic_outputs(cls, params: dict[str, Any]) -> list[str]:
+        return list(form_fields(params))
+
+    @classmethod
     def check(cls, params: dict[str, Any]) -> list[Problem]:
         mode = str(params.get("mode") or "conversational").lower()
         return [] if mode in MODES else [("mode", f"unknown mode '{params.get('mode')}', expected one of {', '.join(MODES)}")]

@@ -50,6 +50,7 @@ def choose(names: list[str], answer: str) -> str:
 @register
 class Categorize(Component):
     type_name = "Categorize"
+    static_outputs = ("category_name",)
     default_timeout_s = 600.0
 
     @classmethod

@@ -75,6 +75,7 @@ class Iteration(Component):
 class IterationItem(Component):
     type_name = "IterationItem"
     default_timeout_s = None
+    static_outputs = ("item", "result", "index")
 
     async def invoke(self, ctx) -> Outcome:
         frame = ctx.frame
@@ -97,6 +98,13 @@ def _condition_holds(ctx, cond: dict[str, Any]) -> bool:
 class Loop(Component):
     type_name = "Loop"
     default_timeout_s = None
+    static_outputs = ("loop_count",)
+
+    @classmethod
+    def dynamic_outputs(cls, params: dict[str, Any]) -> list[str]:
+        variables = params.get("loop_variables")
+        return [str(v["variable"]) for v in variables if isinstance(v, dict) and v.get("variable")] \
+            if isinstance(variables, list) else []
 
     @classmethod
     def check(cls, params: dict[str, Any]) -> list[Problem]:
@@ -155,6 +163,7 @@ class Loop(Component):
 class LoopItem(Component):
     type_name = "LoopItem"
     default_timeout_s = None
+    static_outputs = ("index",)
 
     async def invoke(self, ctx) -> Outcome:
         return Outcome(outputs={"index": ctx.frame.index if ctx.frame else 0})
@@ -182,6 +191,7 @@ class Conversation(Component):
     goes on past it (usually: SUCCEEDED)."""
 
     type_name = "Conversation"
+    static_outputs = ("turns",)
     default_timeout_s = None
 
     def thoughts(self, ctx) -> str:

@@ -46,6 +46,7 @@ def _markdown(rows: list[dict[str, Any]], limit: int = 10) -> str:
 @register
 class ExcelProcessor(Component):
     type_name = "ExcelProcessor"
+    static_outputs = ("data", "summary", "markdown", "attachment")
 
     @classmethod
     def check(cls, params: dict[str, Any]) -> list[Problem]:

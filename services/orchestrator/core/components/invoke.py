@@ -29,6 +29,7 @@ def clean_html(text: str) -> str:
 @register
 class Invoke(Component):
     type_name = "Invoke"
+    static_outputs = ("result", "status_code")
 
     @classmethod
     def check(cls, params: dict[str, Any]) -> list[Problem]:

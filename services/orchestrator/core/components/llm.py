@@ -86,6 +86,13 @@ def parse_json_answer(text: str) -> Any:
 class LLM(Component):
     type_name = "LLM"
     default_timeout_s = 600.0
+    static_outputs = ("content", "structured", "downloads")
+
+    @classmethod
+    def output_fields(cls, params: dict[str, Any], name: str) -> set[str] | None:
+        schema = structured_schema(params) if name == "structured" else None
+        properties = schema.get("properties") if schema else None
+        return set(properties) if isinstance(properties, dict) else None
 
     @classmethod
     def check(cls, params: dict[str, Any]) -> list[Problem]:

@@ -47,6 +47,14 @@ class ToolNode(Component):
     default_timeout_s = 120.0
     is_tool = True
 
+    @classmethod
+    def output_names(cls, params: dict[str, Any]) -> set[str] | None:
+        from services.orchestrator.tools import default_registry
+
+        outputs = params.get("outputs")  # CodeExec's business output is declared here
+        return {*default_registry().get(cls.type_name).output_names, "downloads",
+                *(outputs if isinstance(outputs, dict) else ())}
+
     async def invoke(self, ctx) -> Outcome:
         from services.orchestrator.tools import default_registry
 

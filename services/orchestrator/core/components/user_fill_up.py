@@ -26,6 +26,11 @@ from services.orchestrator.core.components.registry import register
 class UserFillUp(Component):
     type_name = "UserFillUp"
     default_timeout_s = None
+    static_outputs = ("tips",)
+
+    @classmethod
+    def dynamic_outputs(cls, params: dict[str, Any]) -> list[str]:
+        return list(form_fields(params))
 
     def thoughts(self, ctx) -> str:
         return "Waiting for your input..."

@@ -9,7 +9,7 @@ from services.orchestrator.core.components import registry
 from services.orchestrator.core.components.base import common_problems
 from services.orchestrator.core.dsl.loader import CanvasProblem, LoadResult, load, unwrap
 from services.orchestrator.core.dsl.model import CONTAINERS, CanvasSpec
-from services.orchestrator.core.refs import ALIASES, NOT_TEMPLATES, find_refs
+from services.orchestrator.core.refs import ALIASES, NOT_TEMPLATES, find_refs, whole_ref
 
 _RUNTIME_GLOBALS = ("sys.chat_template_kwargs",)
 
@@ -21,7 +21,8 @@ def validate(document: Any, tool_context: Any = None) -> LoadResult:
         return result
     canvas = result.canvas
     problems = result.problems
-    lowered = {n.lower() for n in canvas.nodes}
+    lowered = {n.lower(): n for n in canvas.nodes}
+    outputs = _output_names(canvas)
     for node in canvas.nodes.values():
         cls = registry.get(node.type)
         if cls is None:
@@ -45,7 +46,7 @@ def validate(document: Any, tool_context: Any = None) -> LoadResult:
                     problems.append(CanvasProblem(node.id, f"params.{field}", "BAD_PARAM", message))
         if node.type in CONTAINERS and not canvas.start_child(node.id):
             problems.append(CanvasProblem(node.id, "components", "BAD_CONTAINER", f"{node.type} has no {CONTAINERS[node.type]} child"))
-        _check_refs(canvas, node.id, problems, lowered)
+        _check_refs(canvas, node.id, problems, lowered, outputs)
     _check_scopes(canvas, problems)
     _check_reachability(canvas, problems)
     _check_cycles(canvas, problems)
@@ -109,7 +110,44 @@ async def check_mcp_servers(result: LoadResult, tool_context: Any) -> None:
                 result.problems.append(CanvasProblem(node.id, f"params.{param.field}", "BAD_PARAM", param.description))
 
 
-def _check_refs(canvas: CanvasSpec, node_id: str, problems: list[CanvasProblem], lowered: set[str]) -> None:
+def _output_names(canvas: CanvasSpec) -> dict[str, set[str] | None]:
+    """Per component, the output names a reference may read (None: any). A VariableAssigner's
+    targets count as outputs of the components they write to."""
+    names: dict[str, set[str] | None] = {}
+    for node in canvas.nodes.values():
+        cls = registry.get(node.type)
+        names[node.id] = cls.output_names(node.params) if cls is not None else None
+    lowered = {n.lower(): n for n in canvas.nodes}
+    for node in canvas.nodes.values():
+        variables = node.params.get("variables") if node.type == "VariableAssigner" else None
+        for item in variables if isinstance(variables, list) else []:
+            target = whole_ref(str(item.get("variable") or "")) if isinstance(item, dict) else None
+            owner = lowered.get(target.root.lower()) if target is not None and target.path else None
+            if owner is not None and names.get(owner) is not None:
+                names[owner].add(target.path[0])
+    return names
+
+
+def _output_problem(canvas: CanvasSpec, target_id: str, ref, outputs: dict[str, set[str] | None]) -> str | None:
+    """Why `ref` (to component `target_id`) names an output that component never produces, or None."""
+    allowed = outputs.get(target_id)
+    if allowed is None or not ref.path or ref.path[0].startswith("_"):
+        return None
+    target = canvas.nodes[target_id]
+    name = ref.path[0]
+    if name not in allowed:
+        listed = ", ".join(sorted(n for n in allowed if not n.startswith("_"))) or "none"
+        return f"'{ref.expr}' reads output '{name}', which {target_id} ({target.type}) does not produce (its outputs: {listed})"
+    cls = registry.get(target.type)
+    fields = cls.output_fields(target.params, name) if cls is not None and len(ref.path) > 1 else None
+    if fields is not None and ref.path[1] not in fields:
+        return (f"'{ref.expr}' reads '{ref.path[1]}' of {target_id}'s {name} output, which its schema does not define "
+                f"(its properties: {', '.join(sorted(fields))})")
+    return None
+
+
+def _check_refs(canvas: CanvasSpec, node_id: str, problems: list[CanvasProblem], lowered: dict[str, str],
+                outputs: dict[str, set[str] | None]) -> None:
     node = canvas.nodes[node_id]
     in_iteration = bool(node.parent_id) and canvas.nodes[node.parent_id].type == "Iteration"
     for key, value in node.params.items():
@@ -130,6 +168,11 @@ def _check_refs(canvas: CanvasSpec, node_id: str, problems: list[CanvasProblem],
             elif ref.root not in canvas.nodes and ref.root.lower() not in lowered:
                 problems.append(CanvasProblem(node_id, f"params.{key}", "DANGLING_REFERENCE",
                                               f"'{ref.expr}' references unknown component '{ref.root}'"))
+            else:
+                message = _output_problem(canvas, ref.root if ref.root in canvas.nodes else lowered[ref.root.lower()],
+                                          ref, outputs)
+                if message is not None:
+                    problems.append(CanvasProblem(node_id, f"params.{key}", "DANGLING_REFERENCE", message))
 
 
 def _sys_names(canvas: CanvasSpec) -> set[str]:

@@ -31,6 +31,7 @@ def _domains(value: Any) -> list[str]:
 class TavilySearch(Tool):
     component_name = "TavilySearch"
     function_name = "tavily_search"
+    output_names = ("formalized_content", "json", "answer")
     description = (
         "Search the web with Tavily, a search engine optimised for LLMs, and return the most relevant "
         "pages with their content."
@@ -135,6 +136,7 @@ def _urls(value: Any) -> list[str]:
 class TavilyExtract(Tool):
     component_name = "TavilyExtract"
     function_name = "tavily_extract"
+    output_names = ("formalized_content", "json", "failed_results")
     description = "Extract the main content of web pages, given their URLs, with Tavily."
     arguments_schema = {
         "type": "object",

@@ -66,7 +66,7 @@ class YahooFinance(Tool):
         },
     }
     argument_defaults = {"stock_code": "{sys.query}"}
-    output_names = ("report",)
+    output_names = ("report", "json")
 
     async def run(self, args: dict[str, Any], params: dict[str, Any], context: ToolContext) -> ToolResult:
         symbol = text_arg(self.component_name, args, "stock_code").upper()
