@@ -12,6 +12,8 @@ scripted model): nothing is silently skipped or ignored.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from agentcanvas.v1 import common_pb2
 
@@ -181,3 +183,81 @@ async def test_an_answer_whose_references_all_resolve_has_no_warning(server):
     events = await run(stub, dsl=to_struct(canvas), query="hi")
     assert from_struct(final(events).outputs)["content"] == 'you said hi: {"a@b": 1}'
     assert not [e for e in events if e.WhichOneof("event") == "warning"]
+
+
+# -- 4. tool parameters are honoured or reported -------------------------------------------------
+
+@pytest.fixture
+async def tools_server(tmp_path):
+    """The orchestrator's gRPC server with its tools pointed at the local web-API servers."""
+    import contextlib
+
+    import grpc
+    from agentcanvas.v1 import orchestrator_pb2_grpc
+
+    from services.common.auth import TokenAuthenticator
+    from services.common.bootstrap import start_server
+    from services.common.settings import Config
+    from services.orchestrator.adapters.memory import InMemoryRunStore
+    from services.orchestrator.app import build_definition
+    from tests.orchestrator.support.scripted_llm import ScriptedLlm
+    from tests.support.web_apis import start_web_apis
+
+    with start_web_apis() as apis, contextlib.ExitStack():
+        config = Config.load(env={"AGENT_CANVAS_DATA_DIR": str(tmp_path)}).with_overrides({
+            "auth": {"embedded": False, "tokens": [{"token": "t1", "tenant": "acme", "user": "alice"}]},
+            "orchestrator": {"flush_interval_ms": 5}, "tools": apis.tools_config()})
+        definition = build_definition(config, store=InMemoryRunStore(), llm=ScriptedLlm({}))
+        running = await start_server(definition, config, authenticator=TokenAuthenticator.from_config(config, env={}))
+        channel = grpc.aio.insecure_channel(f"127.0.0.1:{running.port}")
+        try:
+            yield orchestrator_pb2_grpc.OrchestratorStub(channel), apis
+        finally:
+            await channel.close()
+            await running.stop(0)
+
+
+def finance_canvas(**params) -> dict:
+    return dsl({"begin": {"type": "Begin", "down": ["yf"]},
+                "yf": {"type": "YahooFinance", "down": ["msg"], "params": {"stock_code": "sys.query", **params}},
+                "msg": {"type": "Message", "params": {"content": ["{yf@report}"]}}})
+
+
+async def test_yahoo_finance_node_reports_the_statements_it_is_asked_for_and_not_the_quote(tools_server):
+    stub, apis = tools_server
+    canvas = finance_canvas(info=False, news=False, balance_sheet=True, cash_flow_statement=True)
+    events = await run(stub, dsl=to_struct(canvas), query="msft")
+    assert final(events).status == common_pb2.RUN_STATUS_SUCCEEDED, final(events).error
+    answer = from_struct(final(events).outputs)["content"]
+    titles = [line for line in answer.splitlines() if line.startswith("# ")]
+    assert titles == ["# Balance sheet:", "# Quarterly balance sheet:", "# Cash flow statement:",
+                      "# Quarterly cash flow statement:"]
+    assert "| totalAssets |" in answer and "Price" not in answer and "—" not in answer
+    assert not [r for r in apis.of("yahoo_finance") if r.path.endswith("/search")]  # news off: not fetched
+
+
+async def test_a_tool_param_this_runtime_cannot_honour_is_reported_by_name(tools_server):
+    stub, _ = tools_server
+    from agentcanvas.v1 import orchestrator_pb2
+    import grpc
+    from tests.orchestrator.support.request_server import AUTH
+
+    canvas = finance_canvas(count=True)
+    canvas["components"]["agent"] = {"obj": {"component_name": "Agent", "params": {
+        "llm_id": "m", "prompts": [{"role": "user", "content": "{sys.query}"}],
+        "tools": [{"component_name": "Retrieval", "name": "kb", "params": {"use_kg": True, "kb_vars": ["x"]}}]}},
+        "downstream": [], "upstream": ["begin"]}
+    canvas["components"]["begin"]["downstream"].append("agent")
+    reply = await stub.ValidateCanvas(orchestrator_pb2.ValidateCanvasRequest(dsl_json=json.dumps(canvas)), metadata=AUTH)
+    assert [(p.component_id, p.field, p.code) for p in reply.problems] == [  # in DSL order
+        ("yf", "params.count", "UNSUPPORTED"),
+        ("agent", "params.tools[0].params.kb_vars", "UNSUPPORTED"),
+        ("agent", "params.tools[0].params.use_kg", "UNSUPPORTED")]
+    assert "backend" in reply.problems[2].message
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await run(stub, dsl=to_struct(canvas), query="msft")
+    assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "count" in caught.value.details()
+    # the same params at their defaults (or false) are fine
+    quiet = finance_canvas(count=False)
+    reply = await stub.ValidateCanvas(orchestrator_pb2.ValidateCanvasRequest(dsl=to_struct(quiet)), metadata=AUTH)
+    assert list(reply.problems) == []

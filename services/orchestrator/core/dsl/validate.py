@@ -36,14 +36,20 @@ def validate(document: Any, tool_context: Any = None) -> LoadResult:
                 problems.append(CanvasProblem(node.id, f"params.{field}", "BAD_PARAM", message))
             for field, message in cls.unsupported(node.params):
                 problems.append(CanvasProblem(node.id, f"params.{field}", "UNSUPPORTED", message))
-            if tool_context is not None and getattr(cls, "is_tool", False):
+            if getattr(cls, "is_tool", False):
                 from services.orchestrator.tools import default_registry
 
-                for problem in default_registry().validate(node.type, node.params, tool_context):
-                    problems.append(CanvasProblem(node.id, f"params.{problem.field}", "BAD_PARAM", problem.description))
-            if tool_context is not None and node.type == "Agent":
-                for field, message in _agent_tool_problems(node.params, tool_context):
-                    problems.append(CanvasProblem(node.id, f"params.{field}", "BAD_PARAM", message))
+                if tool_context is not None:
+                    for problem in default_registry().validate(node.type, node.params, tool_context):
+                        problems.append(CanvasProblem(node.id, f"params.{problem.field}", "BAD_PARAM", problem.description))
+                for problem in default_registry().unsupported(node.type, node.params, tool_context):
+                    problems.append(CanvasProblem(node.id, f"params.{problem.field}", "UNSUPPORTED", problem.description))
+            if node.type == "Agent":
+                if tool_context is not None:
+                    for field, message in _agent_tool_problems(node.params, tool_context):
+                        problems.append(CanvasProblem(node.id, f"params.{field}", "BAD_PARAM", message))
+                for field, message in _agent_tool_unsupported(node.params, tool_context):
+                    problems.append(CanvasProblem(node.id, f"params.{field}", "UNSUPPORTED", message))
         if node.type in CONTAINERS and not canvas.start_child(node.id):
             problems.append(CanvasProblem(node.id, "components", "BAD_CONTAINER", f"{node.type} has no {CONTAINERS[node.type]} child"))
         _check_refs(canvas, node.id, problems, lowered, outputs)
@@ -88,6 +94,24 @@ def _agent_tool_problems(params: dict[str, Any], tool_context: Any, prefix: str 
         if server_id not in servers:
             problems.append((f"{prefix}mcp[{i}].mcp_id",
                              f"MCP server '{server_id}' is not configured (tools.mcp.servers)"))
+    return problems
+
+
+def _agent_tool_unsupported(params: dict[str, Any], tool_context: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """Params of an Agent's tool entries (sub-agents' too) set to something the tool cannot do."""
+    from services.orchestrator.tools import default_registry
+
+    registry = default_registry()
+    problems: list[tuple[str, str]] = []
+    for i, entry in enumerate(params.get("tools") if isinstance(params.get("tools"), list) else []):
+        if not isinstance(entry, dict):
+            continue
+        sub_params = entry.get("params") if isinstance(entry.get("params"), dict) else {}
+        if entry.get("component_name") == "Agent":
+            problems.extend(_agent_tool_unsupported(sub_params, tool_context, f"{prefix}tools[{i}].params."))
+        else:
+            problems.extend((f"{prefix}tools[{i}].params.{p.field}", p.description)
+                            for p in registry.unsupported(str(entry.get("component_name") or ""), sub_params, tool_context))
     return problems
 
 
