@@ -207,9 +207,11 @@ async def tools_server(tmp_path):
         config = Config.load(env={"AGENT_CANVAS_DATA_DIR": str(tmp_path)}).with_overrides({
             "auth": {"embedded": False, "tokens": [{"token": "t1", "tenant": "acme", "user": "alice"}]},
             "orchestrator": {"flush_interval_ms": 5}, "tools": apis.tools_config()})
-        definition = build_definition(config, store=InMemoryRunStore(), llm=ScriptedLlm({}))
+        llm = ScriptedLlm({"m": [[("text", '{"category": "Refund"}')]]})
+        definition = build_definition(config, store=InMemoryRunStore(), llm=llm)
         running = await start_server(definition, config, authenticator=TokenAuthenticator.from_config(config, env={}))
         channel = grpc.aio.insecure_channel(f"127.0.0.1:{running.port}")
+        apis.llm = llm  # the test reads the requests the components made
         try:
             yield orchestrator_pb2_grpc.OrchestratorStub(channel), apis
         finally:
@@ -261,3 +263,48 @@ async def test_a_tool_param_this_runtime_cannot_honour_is_reported_by_name(tools
     quiet = finance_canvas(count=False)
     reply = await stub.ValidateCanvas(orchestrator_pb2.ValidateCanvasRequest(dsl=to_struct(quiet)), metadata=AUTH)
     assert list(reply.problems) == []
+
+
+def test_every_component_declares_what_it_cannot_honour():
+    from services.orchestrator.core.components import registry
+
+    assert {name for name, _ in registry.get("Message").unsupported(
+        {"output_format": "pdf", "auto_play": True, "memory_ids": ["m1"], "stream": True})} == {
+        "output_format", "auto_play", "memory_ids"}
+    assert registry.get("Message").unsupported({"output_format": "", "auto_play": "false", "memory_ids": []}) == []
+
+
+async def test_component_params_this_runtime_cannot_honour_are_reported_by_name(tools_server):
+    stub, _ = tools_server
+    from agentcanvas.v1 import orchestrator_pb2
+    from tests.orchestrator.support.request_server import AUTH
+
+    canvas = dsl({
+        "begin": {"type": "Begin", "down": ["call"], "params": {"layout_recognize": "DeepDOC"}},
+        "call": {"type": "Invoke", "down": ["xl"], "params": {"url": "http://127.0.0.1:9/x", "proxy": "http://proxy:3128"}},
+        "xl": {"type": "ExcelProcessor", "down": ["msg"], "params": {"input_files": [], "sheet_selection": "Q1,Q2"}},
+        "msg": {"type": "Message", "params": {"content": ["{call@result}"], "output_format": "pdf", "auto_play": True}},
+    })
+    reply = await stub.ValidateCanvas(orchestrator_pb2.ValidateCanvasRequest(dsl_json=json.dumps(canvas)), metadata=AUTH)
+    assert [(p.component_id, p.field, p.code) for p in reply.problems] == [
+        ("begin", "params.layout_recognize", "UNSUPPORTED"), ("call", "params.proxy", "UNSUPPORTED"),
+        ("xl", "params.sheet_selection", "UNSUPPORTED"), ("msg", "params.output_format", "UNSUPPORTED"),
+        ("msg", "params.auto_play", "UNSUPPORTED")]
+    assert "DocGenerator" in reply.problems[3].message
+
+
+async def test_categorize_sends_the_enabled_generation_settings(tools_server):
+    stub, apis = tools_server
+    canvas = dsl({
+        "begin": {"type": "Begin", "down": ["sort"]},
+        "sort": {"type": "Categorize", "down": ["a", "b"], "params": {
+            "llm_id": "m", "temperature": 0.15, "temperatureEnabled": True, "top_p": 0.5, "topPEnabled": False,
+            "max_tokens": 64, "maxTokensEnabled": True,
+            "category_description": {"Refund": {"to": ["a"]}, "Other": {"to": ["b"]}}}},
+        "a": {"type": "Message", "params": {"content": ["refund"]}},
+        "b": {"type": "Message", "params": {"content": ["other"]}},
+    })
+    events = await run(stub, dsl_json=json.dumps(canvas), query="money back please")
+    assert from_struct(final(events).outputs)["content"] == "refund"
+    request = apis.llm.requests[-1]
+    assert (request.temperature, request.max_tokens, request.top_p) == (0.15, 64, None)

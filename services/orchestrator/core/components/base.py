@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from services.orchestrator.core.dsl.model import NodeSpec
+from services.orchestrator.tools.base import is_set
 
 if TYPE_CHECKING:
     from services.orchestrator.core.context import NodeContext
@@ -85,6 +86,9 @@ class Component:
     retry_node_errors: ClassVar[bool] = True
     """Whether max_retries applies to this component's retryable errors."""
     streams_to_message: ClassVar[bool] = False
+    unsupported_params: ClassVar[dict[str, str]] = {}
+    """RAGFlow params of this component that this runtime cannot honour, with why: one set to a value that
+    would change behaviour (not null, empty, false or "false") is UNSUPPORTED in ValidateCanvas, by name."""
     static_outputs: ClassVar[tuple[str, ...] | None] = ()
     """Output names the component writes whatever its params; None: any name (references are not checked)."""
 
@@ -105,7 +109,7 @@ class Component:
     @classmethod
     def unsupported(cls, params: dict[str, Any]) -> list[Problem]:
         """Known features this orchestrator cannot run yet (reported as UNSUPPORTED)."""
-        return []
+        return [(name, why) for name, why in cls.unsupported_params.items() if is_set(params.get(name))]
 
     @classmethod
     def output_names(cls, params: dict[str, Any]) -> set[str] | None:

@@ -57,6 +57,8 @@ def missing_required_inputs(params: dict[str, Any], inputs: Any, query: Any) -> 
 class Begin(Component):
     type_name = "Begin"
     default_timeout_s = None
+    unsupported_params = {"layout_recognize": "files are read as text; RAGFlow's layout recognizers (OCR, DeepDOC) "
+                                              "are not available, so leave layout_recognize empty"}
 
     @classmethod
     def output_names(cls, params: dict[str, Any]) -> set[str] | None:

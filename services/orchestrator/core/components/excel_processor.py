@@ -49,6 +49,14 @@ class ExcelProcessor(Component):
     static_outputs = ("data", "summary", "markdown", "attachment")
 
     @classmethod
+    def unsupported(cls, params: dict[str, Any]) -> list[Problem]:
+        # A CSV file is one sheet: "all" and "first" read it; sheet names need xlsx.
+        selection = str(params.get("sheet_selection") or "all").strip().lower()
+        return [] if selection in ("all", "first") else [
+            ("sheet_selection", "sheets chosen by name need xlsx files, which are not supported yet (CSV files are "
+                                "one sheet: use all or first)")]
+
+    @classmethod
     def check(cls, params: dict[str, Any]) -> list[Problem]:
         op = params.get("operation", "read")
         return [] if op in OPERATIONS else [("operation", f"operation must be one of {', '.join(OPERATIONS)}")]

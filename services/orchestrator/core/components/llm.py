@@ -65,6 +65,17 @@ def with_citation_prompt(messages: list[dict[str, Any]]) -> list[dict[str, Any]]
     return [{"role": "system", "content": CITATION_PROMPT}, *messages]
 
 
+def apply_generation(request: ChatRequest, params: dict[str, Any]) -> None:
+    """The sampling params whose UI flag is on (`temperatureEnabled`, ...) and `thinking`, as RAGFlow's
+    gen_conf sends them: LLM, Agent and Categorize alike."""
+    for name, flag in _FLAGS.items():
+        if params.get(flag) and params.get(name) is not None:
+            setattr(request, name, int(params[name]) if name == "max_tokens" else float(params[name]))
+    thinking = params.get("thinking")
+    if thinking and thinking != "default":
+        request.thinking = str(thinking)
+
+
 def structured_schema(params: dict[str, Any]) -> dict[str, Any] | None:
     outputs = params.get("outputs")
     schema = outputs.get("structured") if isinstance(outputs, dict) else None
@@ -162,12 +173,7 @@ class LLM(Component):
 
     def _request(self, ctx, messages: list[dict[str, Any]], schema: dict[str, Any] | None) -> ChatRequest:
         request = ChatRequest(model=str(self.param("llm_id", "")), messages=messages, json_schema=schema)
-        for name, flag in _FLAGS.items():
-            if self.params.get(flag) and self.params.get(name) is not None:
-                setattr(request, name, int(self.params[name]) if name == "max_tokens" else float(self.params[name]))
-        thinking = self.params.get("thinking")
-        if thinking and thinking != "default":
-            request.thinking = str(thinking)
+        apply_generation(request, self.params)
         request.request_id = f"{ctx.spec.get('run_id', '')}:{self.id}:{ctx.scope}:{ctx.attempt}"
         return request
 

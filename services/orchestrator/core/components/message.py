@@ -53,6 +53,12 @@ def content_variants(params: dict[str, Any]) -> list[str]:
 class Message(Component):
     type_name = "Message"
     static_outputs = ("content", "downloads")
+    unsupported_params = {
+        "output_format": "converting the answer into a file (markdown, html, pdf, docx, xlsx attachment) is not "
+                         "supported yet; add a DocGenerator node after the Message",
+        "auto_play": "text-to-speech is not available in this runtime",
+        "memory_ids": "saving answers to RAGFlow memories is not available in this runtime",
+    }
     default_timeout_s = 600.0
 
     @classmethod

@@ -27,6 +27,8 @@ class UserFillUp(Component):
     type_name = "UserFillUp"
     default_timeout_s = None
     static_outputs = ("tips",)
+    unsupported_params = {"layout_recognize": "files are read as text; RAGFlow's layout recognizers (OCR, DeepDOC) "
+                                              "are not available, so leave layout_recognize empty"}
 
     @classmethod
     def dynamic_outputs(cls, params: dict[str, Any]) -> list[str]:
