@@ -206,7 +206,8 @@ async def tools_server(tmp_path):
     with start_web_apis() as apis, contextlib.ExitStack():
         config = Config.load(env={"AGENT_CANVAS_DATA_DIR": str(tmp_path)}).with_overrides({
             "auth": {"embedded": False, "tokens": [{"token": "t1", "tenant": "acme", "user": "alice"}]},
-            "orchestrator": {"flush_interval_ms": 5}, "tools": apis.tools_config()})
+            "orchestrator": {"flush_interval_ms": 5},
+            "tools": {**apis.tools_config(), "exesql": {"databases": {"shop": {"url": f"sqlite:///{tmp_path / 'shop.db'}"}}}}})
         llm = ScriptedLlm({"m": [[("text", '{"category": "Refund"}')]]})
         definition = build_definition(config, store=InMemoryRunStore(), llm=llm)
         running = await start_server(definition, config, authenticator=TokenAuthenticator.from_config(config, env={}))
@@ -308,3 +309,21 @@ async def test_categorize_sends_the_enabled_generation_settings(tools_server):
     assert from_struct(final(events).outputs)["content"] == "refund"
     request = apis.llm.requests[-1]
     assert (request.temperature, request.max_tokens, request.top_p) == (0.15, 64, None)
+
+
+# -- 5. errors name the tool once ------------------------------------------------------------------
+
+async def test_a_tool_error_names_the_tool_once(tools_server, tmp_path):
+    import sqlite3
+
+    stub, _ = tools_server
+    with sqlite3.connect(tmp_path / "shop.db") as db:
+        db.execute("CREATE TABLE IF NOT EXISTS items (name TEXT)")
+    canvas = dsl({"begin": {"type": "Begin", "down": ["sql"]},
+                  "sql": {"type": "ExeSQL", "down": ["msg"], "params": {"database": "shop", "sql": "SELECT * FROM nowhere"}},
+                  "msg": {"type": "Message", "params": {"content": ["{sql@formalized_content}"]}}})
+    events = await run(stub, dsl_json=json.dumps(canvas), query="x")
+    error = final(events).error
+    assert final(events).status == common_pb2.RUN_STATUS_FAILED and error.component_id == "sql"
+    assert error.message.startswith("ExeSQL: ") and "ExeSQL: ExeSQL" not in error.message, error.message
+    assert "nowhere" in error.message
