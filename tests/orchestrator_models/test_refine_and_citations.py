@@ -125,6 +125,19 @@ async def test_citation_second_pass_inserts_markers_when_the_answer_has_none(sta
     assert len(provider.chat_bodies) == calls + 1
 
 
+@pytest.mark.parametrize("second", ["Wind turbines convert wind into electricity. [ID:0]",  # words changed
+                                    "Wind turbines turn wind into power. [ID:0] Also solar. [ID:1]",  # words added
+                                    "Wind turbines [ID:0]"])  # words dropped
+async def test_a_second_pass_that_changes_the_words_falls_back_to_the_uncited_answer(stack, second):
+    stub, provider, _, _ = stack
+    canvas = rag_canvas(llm={"citation_second_pass": True})
+    provider.queue(openai_server.Reply(content="Wind turbines turn wind into power."), openai_server.Reply(content=second))
+    events = await run(stub, canvas, "wind turbines")
+    deltas = "".join(d.content for d in of(events, "message_delta"))
+    assert deltas == "Wind turbines turn wind into power." == of(events, "message_end")[0].content
+    assert of(events, "workflow_finished")[0].usage.calls == 2  # the pass was made, its text not shown
+
+
 async def test_citation_second_pass_of_an_agent_with_a_retrieval_tool(stack):
     stub, provider, _, _ = stack
     canvas = dsl({

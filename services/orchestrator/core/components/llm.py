@@ -65,6 +65,15 @@ def with_citation_prompt(messages: list[dict[str, Any]]) -> list[dict[str, Any]]
     return [{"role": "system", "content": CITATION_PROMPT}, *messages]
 
 
+_MARKER_WITH_SPACE = re.compile(r"\s*\[ID:\s*\d+\]")
+
+
+def same_words(cited: str, answer: str) -> bool:
+    """Whether `cited` is `answer` plus [ID:n] markers: the same words once markers are removed
+    (whitespace ignored)."""
+    return _MARKER_WITH_SPACE.sub("", cited).split() == answer.split()
+
+
 def apply_generation(request: ChatRequest, params: dict[str, Any]) -> None:
     """The sampling params whose UI flag is on (`temperatureEnabled`, ...) and `thinking`, as RAGFlow's
     gen_conf sends them: LLM, Agent and Categorize alike."""
@@ -226,8 +235,8 @@ class LLM(Component):
 
     async def cite_second_pass(self, ctx, text: str, stream) -> str:
         """`citation_second_pass`: when the answer has no [ID:n] marker but the run has chunks, one more
-        model call inserts the markers, streaming into the Message; otherwise (or when that call returns
-        nothing) the answer goes out as it was."""
+        model call inserts the markers, and the cited answer goes to the Message if it kept the answer's
+        words; otherwise (or when that call returns nothing) the answer goes out as it was."""
         bucket = ctx.state.reference_bucket()
         if not text.strip() or CITATION_MARK.search(text) or not len(bucket):
             if stream is not None and text:
@@ -236,11 +245,13 @@ class LLM(Component):
         knowledge = format_knowledge(bucket.snapshot()["chunks"])
         messages = [{"role": "system", "content": SECOND_PASS_PROMPT},
                     {"role": "user", "content": f"Knowledge:\n{knowledge}\n\nAnswer:\n{text}"}]
-        cited = await self.side_call(ctx, messages, "cite", stream=stream, live_text=True, reasoning=False)
-        if not cited.strip():
-            if stream is not None:
-                stream.push("text", text)
-            return text
+        # Held back until it is whole: the model was asked only to add markers, and an answer whose words it
+        # changed (rephrased, shortened, extended) is not shown; the first pass is, uncited.
+        cited = await self.side_call(ctx, messages, "cite", stream=stream, live_text=False, reasoning=False)
+        if not cited.strip() or not same_words(cited, text):
+            cited = text
+        if stream is not None:
+            stream.push("text", cited)
         return cited
 
     async def _structured(self, ctx, messages, schema) -> Outcome:
