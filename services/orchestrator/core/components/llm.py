@@ -9,7 +9,7 @@ The orchestrator never parses <think> tags: the gateway already splits reasoning
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, ClassVar
 
 from services.orchestrator.core.components.base import Component, Outcome, Problem, number_problem
 from services.orchestrator.core.components.registry import register
@@ -215,10 +215,17 @@ class LLM(Component):
             text = await self._call(ctx, request, stream)
         return Outcome(outputs={"content": text}, inputs={"messages": messages})
 
+    refine_by_default: ClassVar[bool] = False
+    """Whether `refine_multiturn` is on when the DSL does not set it (RAGFlow's Agent: yes; LLM: no)."""
+
     async def refined(self, ctx, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """`refine_multiturn` (default off; RAGFlow's Agent does this on its own past 3 messages): the
-        last user turn is replaced by the standalone question the model makes of it and the history."""
-        if not self.param("refine_multiturn", False) or not isinstance(messages[-1].get("content"), str):
+        """`refine_multiturn`: the last user turn is replaced by the standalone question the model makes of
+        it and the history. By default an Agent does it, as RAGFlow's does, once its prompt holds more than 3
+        messages (a session with earlier turns); an LLM only when asked."""
+        wanted = self.params.get("refine_multiturn")
+        if wanted is None:
+            wanted = self.refine_by_default and len(messages) > 3
+        if not wanted or not isinstance(messages[-1].get("content"), str):
             return messages
         window = int(self.param("message_history_window_size", 13) or 0)
         question = await refine_question(self, ctx, messages[-1]["content"], window)
