@@ -327,3 +327,72 @@ async def test_a_tool_error_names_the_tool_once(tools_server, tmp_path):
     assert final(events).status == common_pb2.RUN_STATUS_FAILED and error.component_id == "sql"
     assert error.message.startswith("ExeSQL: ") and "ExeSQL: ExeSQL" not in error.message, error.message
     assert "nowhere" in error.message
+
+
+# -- 6. older conversation graphs: several waiting loops ---------------------------------------------
+
+def recruiting_canvas() -> dict:
+    """Two conversation loops in one cycle, as RAGFlow's older recruiting templates have: `ask` waits for
+    any message and a router either chats (back to `ask`) or starts an application, which waits at `cv`
+    and loops there (`more`) until the CV is complete, then goes back to `ask`."""
+    return dsl({
+        "begin": {"type": "Begin", "down": ["ask"]},
+        "ask": {"type": "UserFillUp", "down": ["route"], "params": {
+            "query_field": "message", "inputs": {"message": {"name": "message", "type": "paragraph", "optional": False}}}},
+        "route": {"type": "Categorize", "down": ["intake", "chat"], "params": {"llm_id": "m", "category_description": {
+            "apply": {"to": ["intake"]}, "chat": {"to": ["chat"]}}}},
+        "chat": {"type": "Message", "down": ["ask"], "params": {"content": ["chat: {ask@message}"]}},
+        "intake": {"type": "Message", "down": ["cv"], "params": {"content": ["Please send your CV"]}},
+        "cv": {"type": "UserFillUp", "down": ["check"], "params": {
+            "query_field": "message", "inputs": {"message": {"name": "message", "type": "paragraph", "optional": False}}}},
+        "check": {"type": "Categorize", "down": ["more", "done"], "params": {
+            "llm_id": "m", "query": "{cv@message}", "category_description": {
+                "incomplete": {"to": ["more"]}, "complete": {"to": ["done"]}}}},
+        "more": {"type": "Message", "down": ["cv"], "params": {"content": ["Please add your experience to: {cv@message}"]}},
+        "done": {"type": "Message", "down": ["ask"], "params": {"content": ["Thanks, CV received: {cv@message}"]}},
+    })
+
+
+async def test_an_older_canvas_with_several_waiting_loops_runs_turn_by_turn(tmp_path):
+    import contextlib
+
+    import grpc
+    from agentcanvas.v1 import orchestrator_pb2, orchestrator_pb2_grpc
+
+    from services.common.auth import TokenAuthenticator
+    from services.common.bootstrap import start_server
+    from services.common.settings import Config
+    from services.orchestrator.adapters.memory import InMemoryRunStore
+    from services.orchestrator.app import build_definition
+    from tests.orchestrator.support.request_server import AUTH
+    from tests.orchestrator.support.scripted_llm import ScriptedLlm
+
+    answers = ["apply", "incomplete", "complete", "chat"]
+    llm = ScriptedLlm({"m": [[("text", json.dumps({"category": a}))] for a in answers]})
+    config = Config.load(env={"AGENT_CANVAS_DATA_DIR": str(tmp_path)}).with_overrides({
+        "auth": {"embedded": False, "tokens": [{"token": "t1", "tenant": "acme", "user": "alice"}]},
+        "orchestrator": {"flush_interval_ms": 5}})
+    running = await start_server(build_definition(config, store=InMemoryRunStore(), llm=llm), config,
+                                 authenticator=TokenAuthenticator.from_config(config, env={}))
+    async with contextlib.AsyncExitStack() as stack:
+        stack.push_async_callback(running.stop, 0)
+        channel = grpc.aio.insecure_channel(f"127.0.0.1:{running.port}")
+        stack.push_async_callback(channel.close)
+        stub = orchestrator_pb2_grpc.OrchestratorStub(channel)
+        canvas = recruiting_canvas()
+        reply = await stub.ValidateCanvas(orchestrator_pb2.ValidateCanvasRequest(dsl_json=json.dumps(canvas)), metadata=AUTH)
+        assert list(reply.problems) == []  # was CYCLE (the `cv` loop inside the conversation)
+
+        shown, waits, run_id = [], [], ""
+        for message in ["I want to apply", "my CV, no experience", "ten years of welding", "how are you?"]:
+            fields = {"resume_run_id": run_id} if run_id else {"dsl_json": json.dumps(canvas)}
+            events = await run(stub, query=message, **fields)
+            assert final(events).status == common_pb2.RUN_STATUS_PAUSED, final(events).error
+            shown.append([e.message_end.content for e in events if e.WhichOneof("event") == "message_end"])
+            waits.append([e.user_inputs_required.component_id for e in events
+                          if e.WhichOneof("event") == "user_inputs_required"])
+            run_id = events[-1].run_id
+        assert shown == [["Please send your CV"], ["Please add your experience to: my CV, no experience"],
+                         ["Thanks, CV received: ten years of welding"], ["chat: how are you?"]]
+        assert waits == [["cv"], ["cv"], ["ask"], ["ask"]]
+        assert llm.calls["m"] == 4  # earlier turns are replayed from the journal, never asked again

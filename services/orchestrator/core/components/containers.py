@@ -199,19 +199,31 @@ class Conversation(Component):
 
     async def invoke(self, ctx) -> Outcome:
         entry = str(self.param("entry", ""))
+        turn_edges = [(str(e[0]), str(e[1])) for e in self.param("turn_edges", []) or [] if isinstance(e, list) and len(e) == 2]
         maximum = max(ctx.services.conversation_max_turns, 1)
         run_id = str(ctx.spec.get("run_id", ""))
         message_pending = True  # this run's message has not been taken by a turn yet
         for turn in range(maximum):
-            await ctx.run_body(self.id, Frame(self.id, turn, item={"message_pending": message_pending}))
+            await ctx.run_body(self.id, Frame(self.id, turn, item={"message_pending": message_pending, "entry": entry}))
             # The waiting node marks the turn that took this run's message; replayed turns of
             # earlier runs carry their own run's id, so they do not count (also after a takeover).
             if (ctx.state.outputs.get(entry) or {}).get(TURN_RUN) == run_id:
                 message_pending = False
+            entry = _next_entry(ctx.state.routes, turn_edges, entry)
         return Outcome(outputs={"turns": maximum}, inputs={"max_turns": maximum})
 
 
 TURN_RUN = "_turn_run"
+
+
+def _next_entry(routes: dict[str, list[str] | None], turn_edges: list[tuple[str, str]], entry: str) -> str:
+    """The waiting node the next turn starts at: the target of the first turn edge (an edge back into a
+    waiting node, in canvas order) whose source ran in this turn and took it; the same node when none did.
+    Replayed turns restore the routes from the journal, so a resume or takeover walks the same nodes."""
+    for source, target in turn_edges:
+        if source in routes and (routes[source] is None or target in routes[source]):
+            return target
+    return entry
 
 
 def conversation_frame(ctx) -> Frame | None:

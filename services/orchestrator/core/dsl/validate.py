@@ -260,6 +260,9 @@ def _check_reachability(canvas: CanvasSpec, problems: list[CanvasProblem]) -> No
             start = canvas.start_child(current)
             if start:
                 pending.append(start)
+            # a conversation's turns may start at any of its waiting nodes (dsl/conversation.py)
+            if canvas.nodes[current].type == "Conversation":
+                pending.extend(str(w) for w in canvas.nodes[current].params.get("waiting") or [] if w in canvas.nodes)
     for node in canvas.nodes.values():
         if node.id not in reached:
             problems.append(CanvasProblem(node.id, "upstream", "UNREACHABLE", "no path from Begin reaches this component"))
