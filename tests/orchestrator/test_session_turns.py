@@ -34,7 +34,11 @@ def chat_canvas():
 async def test_two_messages_sent_at_once_make_one_turn(canvas_store):
     address, stub = canvas_store
     store = RacingStore(address)
-    a, b = make_orchestrator(store, ScriptedLlm(), holder="a"), make_orchestrator(store, ScriptedLlm(), holder="b")
+    # The model waits until both calls have returned, so the winner's turn cannot end (and let the other
+    # message through as the next turn, which would be fine too) before the race is decided.
+    gate = asyncio.Event()
+    llm = ScriptedLlm({"m": [[("gate", gate), ("text", "OK")]]})
+    a, b = make_orchestrator(store, llm, holder="a"), make_orchestrator(store, llm, holder="b")
     try:
         session_id = await new_session(stub, chat_canvas())
         store.hold_creates = True
@@ -42,6 +46,7 @@ async def test_two_messages_sent_at_once_make_one_turn(canvas_store):
                                         b.start_run(RunRequest(session_id=session_id, query="from b")),
                                         return_exceptions=True)
         store.hold_creates = False
+        gate.set()
         runs = [o for o in outcomes if not isinstance(o, BaseException)]
         refused = [o for o in outcomes if isinstance(o, BaseException)]
         assert len(runs) == 1 and len(refused) == 1, outcomes
