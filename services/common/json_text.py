@@ -98,3 +98,11 @@ def sorted_keys(value: Any) -> Any:
     if isinstance(value, list):
         return [sorted_keys(item) for item in value]
     return value
+
+
+def text_or_struct(text: str, struct: Any) -> dict[str, Any]:
+    """A JSON object a message carries both ways (`dsl_json` and `dsl`): the text when set (key order kept),
+    else the Struct with sorted keys (a peer that sends no text)."""
+    from services.common.structs import from_struct
+
+    return parse_object(text, "dsl_json") if text else sorted_keys(from_struct(struct))
