@@ -14,7 +14,8 @@ from services.canvas_store.core.types import (
     TenantMember,
 )
 from services.common.errors import InvalidArgumentError
-from services.common.structs import StructCache, from_struct, to_struct
+from services.common.json_text import dump_object, parse_object, sorted_keys
+from services.common.structs import StoredJson, StructCache, from_struct, to_struct
 
 E = TypeVar("E")
 
@@ -59,12 +60,24 @@ def timestamp(ms: int) -> timestamp_pb2.Timestamp:
     return stamp
 
 
+def dsl_in(message: pb.Canvas, field: str = "canvas") -> dict[str, Any] | None:
+    """The DSL a request carries: its JSON text when set (key order kept), else its Struct (older clients),
+    whose order is arbitrary: its keys are sorted, so the same Struct is always stored (and hashed) alike."""
+    if message.dsl_json:
+        return parse_object(message.dsl_json, f"{field}.dsl_json")
+    return sorted_keys(from_struct(message.dsl, f"{field}.dsl")) if message.HasField("dsl") else None
+
+
+def dsl_text(dsl: dict[str, Any] | StoredJson) -> str:
+    """The DSL as JSON text, in stored key order (a stored text as it is)."""
+    return dsl.text if isinstance(dsl, StoredJson) else dump_object(dsl)
+
+
 def canvas_input(message: pb.Canvas) -> CanvasInput:
     return CanvasInput(
         title=message.title, description=message.description, avatar=message.avatar,
         permission=permission_in(message.permission), release=message.release, category=category_in(message.category),
-        tags=list(message.tags), dsl=from_struct(message.dsl, "canvas.dsl") if message.HasField("dsl") else None,
-        etag=message.etag,
+        tags=list(message.tags), dsl=dsl_in(message), etag=message.etag,
     )
 
 
@@ -78,6 +91,7 @@ def canvas_out(canvas: Canvas) -> pb.Canvas:
     )
     if canvas.dsl is not None:
         _DSL_STRUCTS.fill(message.dsl, canvas.dsl)
+        message.dsl_json = dsl_text(canvas.dsl)
     if canvas.create_time_ms:
         message.create_time.FromMilliseconds(canvas.create_time_ms)
         message.update_time.FromMilliseconds(canvas.update_time_ms)
@@ -96,6 +110,7 @@ def revision_out(revision: Revision) -> pb.CanvasRevision:
     )
     if revision.dsl is not None:
         _DSL_STRUCTS.fill(message.dsl, revision.dsl)
+        message.dsl_json = dsl_text(revision.dsl)
     return message
 
 
@@ -106,6 +121,7 @@ def template_out(template: Template) -> pb.CanvasTemplate:
     )
     if template.dsl is not None:
         _DSL_STRUCTS.fill(message.dsl, template.dsl)
+        message.dsl_json = dsl_text(template.dsl)
     return message
 
 

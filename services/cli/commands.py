@@ -33,6 +33,7 @@ from services.common import status
 from services.common.bootstrap import run_service
 from services.common.errors import AgentCanvasError, FailedPreconditionError, InvalidArgumentError
 from services.common.settings import Config
+from services.common.json_text import dump_object
 from services.common.structs import to_struct
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "hello.json"
@@ -112,7 +113,7 @@ def _run_request(args: argparse.Namespace) -> orchestrator_pb2.RunCanvasRequest:
         resume_run_id=resume,
     )
     if args.file:
-        request.dsl.CopyFrom(to_struct(load_document(args.file).dsl))
+        request.dsl_json = dump_object(load_document(args.file).dsl)  # text keeps the key order a Struct loses
     elif args.canvas:
         request.canvas_id = args.canvas
     # else: the session knows its canvas, a paused run its DSL
@@ -235,8 +236,11 @@ async def canvas(config: Config, args: argparse.Namespace) -> int:
         elif args.canvas_command == "get":
             item = await stub.GetCanvas(canvas_store_pb2.GetCanvasRequest(id=args.id), metadata=metadata)
             shown = json_format.MessageToDict(item)
+            text = shown.pop("dslJson", None)
             if not args.dsl:
                 shown.pop("dsl", None)
+            elif text:
+                shown["dsl"] = json.loads(text)  # in the order it was written (the Struct's is arbitrary)
             print(json.dumps(shown, indent=2, ensure_ascii=not utf8_output()))
         elif args.canvas_command == "delete":
             reply = await stub.DeleteCanvas(canvas_store_pb2.DeleteCanvasRequest(id=args.id, etag=args.etag),

@@ -16,7 +16,8 @@ from typing import Any
 from agentcanvas.v1 import canvas_store_pb2
 
 from services.common.errors import InvalidArgumentError
-from services.common.structs import find_inexact_integer, find_too_deep, from_struct, to_struct
+from services.common.json_text import dump_object
+from services.common.structs import find_inexact_integer, find_too_deep, from_struct
 
 
 MAX_DSL_DEPTH = 30
@@ -224,14 +225,14 @@ def to_canvas_message(document: CanvasDocument, title: str | None = None) -> can
     if document.permission:
         canvas.permission = canvas_store_pb2.CanvasPermission.Value(
             f"CANVAS_PERMISSION_{_permission(document.permission, 'permission')}")
-    canvas.dsl.CopyFrom(to_struct(document.dsl))
+    canvas.dsl_json = dump_object(document.dsl)  # text keeps the key order a Struct loses
     return canvas
 
 
 def from_canvas_message(canvas: canvas_store_pb2.Canvas) -> CanvasDocument:
     """The document describing a stored canvas, for export."""
     return CanvasDocument(
-        dsl=from_struct(canvas.dsl),
+        dsl=json.loads(canvas.dsl_json) if canvas.dsl_json else from_struct(canvas.dsl),
         title=canvas.title,
         description=canvas.description,
         avatar=canvas.avatar,

@@ -130,6 +130,8 @@ class TerminalView:
         elif kind == "user_inputs_required":
             fields = ", ".join(payload.inputs.keys()) or "(none)"
             self._progress(f"⏸ waiting for input: {fields}" + (f" — {payload.tips}" if payload.tips else ""))
+        elif kind == "warning":
+            self._progress(f"  ! {payload.component_id}: {payload.message}")
         elif kind == "workflow_finished":
             self._finish(payload)
 

@@ -43,6 +43,7 @@ async def _list(stub, args: argparse.Namespace, metadata) -> None:
         for revision in revisions:
             shown = json_format.MessageToDict(revision)
             shown.pop("dsl", None)
+            shown.pop("dslJson", None)
             shown["head"] = revision.id == canvas.head_revision_id
             shown["published"] = revision.id == canvas.published_revision_id
             print(json.dumps(shown, ensure_ascii=not utf8_output(), separators=(",", ":")))

@@ -28,8 +28,8 @@ from services.cli.files import load_document
 from services.cli.render import TerminalView, utf8_output
 from services.cli.stack import open_stack
 from services.common.errors import FailedPreconditionError, InvalidArgumentError
+from services.common.json_text import dump_object
 from services.common.settings import Config
-from services.common.structs import to_struct
 
 TERMINAL = {common_pb2.RUN_STATUS_SUCCEEDED, common_pb2.RUN_STATUS_FAILED, common_pb2.RUN_STATUS_CANCELLED}
 STATUS_NAMES = {name.removeprefix("RUN_STATUS_").lower(): value for name, value in common_pb2.RunStatus.items()
@@ -300,7 +300,7 @@ async def validate(config: Config, args: argparse.Namespace) -> int:
         raise InvalidArgumentError.for_field("FILE|--canvas", "give a canvas file or --canvas ID (one of them)")
     request = orchestrator_pb2.ValidateCanvasRequest()
     if args.file:
-        request.dsl.CopyFrom(to_struct(load_document(args.file).dsl))
+        request.dsl_json = dump_object(load_document(args.file).dsl)  # key order kept: problems in DSL order
     else:
         request.canvas_id = args.canvas
     stack = await open_stack(config, ["orchestrator"], mode=args.mode)

@@ -8,7 +8,8 @@ from collections.abc import AsyncIterator
 
 from agentcanvas.v1 import common_pb2, llm_gateway_pb2, llm_gateway_pb2_grpc
 
-from services.common.errors import ViolationCollector
+from services.common.errors import InvalidArgumentError, ViolationCollector
+from services.common.json_text import parse_object, sorted_keys
 from services.common.structs import find_bad_value, from_struct, to_value
 from services.llm_gateway.coalesce import coalesce
 from services.llm_gateway.core.gateway import LlmGateway
@@ -74,12 +75,17 @@ def to_core_request(request: pb.ChatRequest) -> ChatRequest:
         problems.add("thinking.mode", f"unknown ThinkingMode value {request.thinking.mode}")
     if request.thinking.effort not in _EFFORT and request.thinking.effort != pb.REASONING_EFFORT_UNSPECIFIED:
         problems.add("thinking.effort", f"unknown ReasoningEffort value {request.thinking.effort}")
-    tools = [ToolSpec(t.name, t.description, _json_object(t.parameters, f"tools[{i}].parameters", problems))
+    tools = [ToolSpec(t.name, t.description,
+                      _json_text(t.parameters_json, f"tools[{i}].parameters_json", problems) if t.parameters_json
+                      else _json_object(t.parameters, f"tools[{i}].parameters", problems))
              for i, t in enumerate(request.tools)]
     structured = None
     if request.HasField("response_format"):  # without json_schema: refused by the core, never silently plain text
         rf = request.response_format
-        schema = _json_object(rf.json_schema, "response_format.json_schema", problems) if rf.HasField("json_schema") else {}
+        if rf.json_schema_json:
+            schema = _json_text(rf.json_schema_json, "response_format.json_schema_json", problems)
+        else:
+            schema = _json_object(rf.json_schema, "response_format.json_schema", problems) if rf.HasField("json_schema") else {}
         structured = StructuredSpec(schema=schema, name=rf.name or "answer",
                                     max_repairs=rf.max_repairs if rf.max_repairs != 0 else None)
     problems.raise_if_any("invalid chat request")
@@ -93,13 +99,25 @@ def to_core_request(request: pb.ChatRequest) -> ChatRequest:
 
 
 def _json_object(struct, field: str, problems: ViolationCollector) -> dict:
-    """The Struct as a JSON object; a NaN or infinity (JSON has neither) is a violation naming the path to it."""
+    """The Struct as a JSON object; a NaN or infinity (JSON has neither) is a violation naming the path to it.
+    A Struct has no key order of its own (each process iterates it differently): its keys are sorted, so the
+    schema a model sees is the same on every replica. Clients that mean an order send the `*_json` text."""
     found = find_bad_value(struct, nul=False)
     if found is not None:
         path, problem = found
         problems.add(field + path, problem)
         return {}
-    return from_struct(struct)
+    return sorted_keys(from_struct(struct))
+
+
+def _json_text(text: str, field: str, problems: ViolationCollector) -> dict:
+    """A JSON object sent as text (key order kept), or a violation naming the field."""
+    try:
+        return parse_object(text, field)
+    except InvalidArgumentError as exc:
+        for violation in exc.violations:
+            problems.add(violation.field, violation.description)
+        return {}
 
 
 def usage_pb(u: Usage) -> common_pb2.TokenUsage:

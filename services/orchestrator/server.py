@@ -11,6 +11,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from services.common import context
 from services.common.errors import InvalidArgumentError
+from services.common.json_text import dump_object, parse_object, sorted_keys
 from services.common.structs import from_struct, to_struct
 from services.orchestrator.adapters.event_proto import to_proto
 from services.orchestrator.core.orchestrator import InputFileData, Orchestrator, RunRequest
@@ -113,13 +114,20 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
             # a session knows its canvas (and its paused run); a paused run knows its DSL
             raise InvalidArgumentError.for_field("source", "give a canvas_id, an inline dsl, a session_id or a resume_run_id")
         identity = context.current_identity()
-        inline = source == "dsl"
+        if source == "dsl_json":  # key order kept: the text itself is the cache key
+            dsl_key, decode = b"j" + request.dsl_json.encode(), (lambda: parse_object(request.dsl_json, "dsl_json"))
+        elif source == "dsl":
+            # deterministic: map keys sorted, so one DSL always encodes to the same bytes. A Struct has
+            # no key order of its own (each process's differs): sorted is the one every process agrees
+            # on. Clients that mean an order send dsl_json.
+            dsl_key = b"s" + request.dsl.SerializeToString(deterministic=True)
+            decode = lambda: sorted_keys(from_struct(request.dsl))  # noqa: E731
+        else:
+            dsl_key, decode = b"", None
         run_request = RunRequest(
             canvas_id=request.canvas_id, revision_id=request.revision_id, query=request.query,
-            # The core keeps loaded inline canvases by this key and decodes the Struct only when it
-            # loads one. deterministic: map keys sorted, so one DSL always encodes to the same bytes.
-            dsl_key=request.dsl.SerializeToString(deterministic=True) if inline else b"",
-            decode_dsl=(lambda: from_struct(request.dsl)) if inline else None,
+            # The core keeps loaded inline canvases by this key and decodes the DSL only when it loads one.
+            dsl_key=dsl_key, decode_dsl=decode,
             inputs=from_struct(request.inputs), session_id=request.session_id, user_id=request.user_id,
             request_id=request.request_id, resume_run_id=request.resume_run_id,
             webhook_payload=from_struct(request.webhook_payload) if request.HasField("webhook_payload") else None,
@@ -164,10 +172,13 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
         source = request.WhichOneof("source")
         if source is None:
             raise InvalidArgumentError.for_field("source", "give a canvas_id or an inline dsl")
-        result = await self._orchestrator.validate(from_struct(request.dsl) if source == "dsl" else None, request.canvas_id)
+        dsl = parse_object(request.dsl_json, "dsl_json") if source == "dsl_json" else \
+            sorted_keys(from_struct(request.dsl)) if source == "dsl" else None
+        result = await self._orchestrator.validate(dsl, request.canvas_id)
         response = orchestrator_pb2.ValidateCanvasResponse(valid=not result.problems)
         for problem in result.problems:
             response.problems.add(component_id=problem.component_id, field=problem.field, code=problem.code, message=problem.message)
         if result.canvas is not None:
             response.normalized_dsl.CopyFrom(to_struct(result.canvas.dsl))
+            response.normalized_dsl_json = dump_object(result.canvas.dsl)
         return response

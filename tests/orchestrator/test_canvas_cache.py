@@ -18,7 +18,7 @@ ECHO = dsl({"begin": {"type": "Begin", "down": ["msg"]},
 
 
 def _key(document) -> bytes:
-    return to_struct(document).SerializeToString(deterministic=True)  # what the gRPC adapter sends
+    return b"s" + to_struct(document).SerializeToString(deterministic=True)  # what the gRPC adapter sends
 
 
 def _echo(text: str):

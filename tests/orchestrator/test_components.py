@@ -106,7 +106,7 @@ async def test_iteration_rejects_non_lists():
                "ii": {"type": "IterationItem", "parent": "it"}})
     _, events = await run_dsl(make_orchestrator(), doc, "not a list")
     error = error_of(events)
-    assert error["component_id"] == "it" and "must resolve to an array" in error["message"]
+    assert error["component_id"] == "it" and error["message"] == "sys.query must be an array, but its type is <class 'str'>"
 
 
 async def test_iteration_over_more_items_than_a_loop_may_run_fails_before_its_first_pass():

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import uuid
 
 import pytest
 from agentcanvas.v1 import canvas_store_pb2 as pb
@@ -64,7 +65,8 @@ async def canvas_store(request, tmp_path_factory):
 
 
 async def new_session(stub, dsl) -> str:
-    canvas = await stub.CreateCanvas(pb.CreateCanvasRequest(canvas=pb.Canvas(title=f"c{id(dsl)}", dsl=to_struct(dsl))),
+    # A fresh title each time: id(dsl) of a dict freed earlier in the module can come back.
+    canvas = await stub.CreateCanvas(pb.CreateCanvasRequest(canvas=pb.Canvas(title=f"c{uuid.uuid4().hex}", dsl=to_struct(dsl))),
                                      metadata=AUTH)
     return (await stub.CreateSession(pb.CreateSessionRequest(canvas_id=canvas.id), metadata=AUTH)).id
 

@@ -125,6 +125,19 @@ async def test_citation_second_pass_inserts_markers_when_the_answer_has_none(sta
     assert len(provider.chat_bodies) == calls + 1
 
 
+@pytest.mark.parametrize("second", ["Wind turbines convert wind into electricity. [ID:0]",  # words changed
+                                    "Wind turbines turn wind into power. [ID:0] Also solar. [ID:1]",  # words added
+                                    "Wind turbines [ID:0]"])  # words dropped
+async def test_a_second_pass_that_changes_the_words_falls_back_to_the_uncited_answer(stack, second):
+    stub, provider, _, _ = stack
+    canvas = rag_canvas(llm={"citation_second_pass": True})
+    provider.queue(openai_server.Reply(content="Wind turbines turn wind into power."), openai_server.Reply(content=second))
+    events = await run(stub, canvas, "wind turbines")
+    deltas = "".join(d.content for d in of(events, "message_delta"))
+    assert deltas == "Wind turbines turn wind into power." == of(events, "message_end")[0].content
+    assert of(events, "workflow_finished")[0].usage.calls == 2  # the pass was made, its text not shown
+
+
 async def test_citation_second_pass_of_an_agent_with_a_retrieval_tool(stack):
     stub, provider, _, _ = stack
     canvas = dsl({
@@ -174,3 +187,30 @@ async def test_an_agent_with_refine_multiturn_answers_the_standalone_question(st
     assert round0["messages"][-1] == {"role": "user", "content": "What do heat pumps cost?"}
     assert any(m["role"] == "assistant" for m in round0["messages"])  # the history window is still there
     assert "What do heat pumps cost?" in of(events, "message_end")[0].content  # the generic model quotes it
+
+
+@pytest.mark.parametrize("setting, rewrites", [(None, True), (False, False)])
+async def test_an_agent_rewrites_a_follow_up_question_by_default_as_ragflow_does(stack, setting, rewrites):
+    """RAGFlow's Agent rewrites the last question once its prompt has more than 3 messages; so does ours
+    unless refine_multiturn is set false. The first turn (nothing to rewrite) costs no extra call."""
+    stub, provider, _, store = stack
+    session = store.create_session()
+    params = {"llm_id": "", "sys_prompt": "Answer briefly.", "prompts": [{"role": "user", "content": "{sys.query}"}]}
+    if setting is not None:
+        params["refine_multiturn"] = setting
+    canvas = dsl({"begin": {"type": "Begin", "down": ["agent"]},
+                  "agent": {"type": "Agent", "params": params, "down": ["msg"]},
+                  "msg": {"type": "Message", "params": {"content": ["{agent@content}"]}}})
+    calls = len(provider.chat_bodies)
+    await run(stub, canvas, "Tell me about heat pumps", session.id)
+    assert len(provider.chat_bodies) == calls + 1
+    provider.queue(openai_server.Reply(content="What do heat pumps cost?"))
+    calls = len(provider.chat_bodies)
+    events = await run(stub, canvas, "What do they cost?", session.id)
+    bodies = provider.chat_bodies[calls:]
+    if rewrites:
+        assert len(bodies) == 2 and "Last question: What do they cost?" in bodies[0]["messages"][-1]["content"]
+        assert bodies[1]["messages"][-1] == {"role": "user", "content": "What do heat pumps cost?"}
+    else:
+        assert len(bodies) == 1 and bodies[0]["messages"][-1] == {"role": "user", "content": "What do they cost?"}
+    assert of(events, "workflow_finished")[0].usage.calls == len(bodies)

@@ -135,13 +135,66 @@ async def test_bing_web_and_news(runtime: ToolRuntime, web_apis: WebApis):
 async def test_yahoo_finance_report_and_not_found(runtime: ToolRuntime, web_apis: WebApis):
     result = await YahooFinance().invoke({"stock_code": "msft"}, params={"history": True}, context=runtime.context())
     assert result.ok, result.error
-    request = web_apis.of("yahoo_finance")[-1]
+    request = next(r for r in web_apis.of("yahoo_finance") if "/chart/" in r.path)
     assert request.path == "/yahoo/v8/finance/chart/MSFT" and request.query["range"] == "1mo"
     report = result.outputs["report"]
     assert "- Name: MSFT Corporation" in report and "| 2025-01-02 |" in report and "| 2025-01-06 |" in report
     missing = await YahooFinance().invoke({"stock_code": "INVALID"}, params={}, context=runtime.context())
     assert isinstance(missing.error, ToolInputError)
     assert "Not Found" in missing.content
+
+
+async def test_yahoo_finance_statement_switches_each_add_their_section_in_ragflows_order(runtime: ToolRuntime, web_apis: WebApis):
+    switches = {"info": True, "history": True, "financials": True, "income_stmt": True, "balance_sheet": True,
+                "cash_flow_statement": True, "news": True}
+    result = await YahooFinance().invoke({"stock_code": "aapl"}, params=switches, context=runtime.context())
+    assert result.ok, result.error
+    report = result.outputs["report"]
+    titles = [line[2:-1] for line in report.splitlines() if line.startswith("# ")]
+    assert titles == ["Information", "History", "Calendar", "Income statement", "Quarterly income statement",
+                      "Balance sheet", "Quarterly balance sheet", "Cash flow statement", "Quarterly cash flow statement",
+                      "News"]
+    assert "| totalAssets |" in report and "| 2024-09-30 | 2023-09-30 |" in report  # periods across, items down
+    assert "| totalCashFromOperatingActivities |" in report and "| earningsDate | 2025-07-31 |" in report
+    assert "AAPL news 0" in report and "- Name: AAPL Corporation" in report
+    summary = next(r for r in web_apis.of("yahoo_finance") if "quoteSummary" in r.path)
+    assert summary.query["modules"].split(",") == [
+        "calendarEvents", "incomeStatementHistory", "incomeStatementHistoryQuarterly", "balanceSheetHistory",
+        "balanceSheetHistoryQuarterly", "cashflowStatementHistory", "cashflowStatementHistoryQuarterly"]
+    assert set(result.outputs["json"]) == {"chart", "summary", "news"}
+
+
+async def test_yahoo_finance_with_info_off_prints_no_quote(runtime: ToolRuntime, web_apis: WebApis):
+    result = await YahooFinance().invoke({"stock_code": "aapl"},
+                                         params={"info": False, "news": False, "balance_sheet": True},
+                                         context=runtime.context())
+    assert result.ok, result.error
+    report = result.outputs["report"]
+    assert report.startswith("# Balance sheet:\n") and "Name:" not in report and "Price" not in report
+    assert "News" not in report and "—" not in report
+    nothing = await YahooFinance().invoke({"stock_code": "aapl"}, params={"info": "false", "news": False},
+                                          context=runtime.context())
+    assert nothing.outputs["report"] == ""
+
+
+async def test_tavily_images_are_returned_when_asked_for(runtime: ToolRuntime, web_apis: WebApis):
+    plain = await TavilySearch().invoke({"query": "solar"}, params={}, context=runtime.context())
+    assert "images" not in plain.outputs
+    described = await TavilySearch().invoke({"query": "solar"}, params={"include_images": True,
+                                                                       "include_image_descriptions": True},
+                                            context=runtime.context())
+    assert [i["url"] for i in described.outputs["images"]] == ["https://images.example.com/0.png",
+                                                               "https://images.example.com/1.png"]
+    assert "Picture 0 of solar." in described.content
+    extracted = await TavilyExtract().invoke({"urls": "https://a.example"}, params={"include_images": True},
+                                             context=runtime.context())
+    assert web_apis.of("tavily")[-1].body["include_images"] is True
+    assert extracted.outputs["images"] == [{"url": "https://a.example/figure.png", "source": "https://a.example"}]
+
+
+def test_yahoo_finance_count_is_reported_as_unsupported_by_name():
+    assert [p.field for p in YahooFinance().unsupported({"count": True})] == ["count"]
+    assert YahooFinance().unsupported({"count": False, "balance_sheet": True, "news": True}) == []
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ Per request (OpenAI chat-completions body):
   of that schema; an `enum` picks one member, chosen from the last user text (so Categorize picks
   one of its categories); without a schema, a prompt listing categories as `- name: ...` lines gets
   `{"category": <one of them>}`;
+* a multi-turn rewrite prompt (a `Last question: ...` line) → that question, which is standalone already;
 * otherwise → a think block (`reasoning_content`) and then a text answer quoting the last user text.
 
 Every answer carries usage. Tool calls get ids unique within the response.
@@ -117,6 +118,14 @@ def _prompt_categories(messages: list[dict[str, Any]]) -> list[str]:
     return []
 
 
+def _question_to_rewrite(text: str) -> str:
+    """The question of a multi-turn rewrite prompt (its `Last question: ...` line), else ""."""
+    for line in reversed(text.splitlines()):
+        if line.startswith("Last question:"):
+            return line.removeprefix("Last question:").strip()
+    return ""
+
+
 def generic_reply(body: dict[str, Any]) -> Reply:
     messages = body.get("messages") or []
     user = last_user_text(body)
@@ -134,6 +143,9 @@ def generic_reply(body: dict[str, Any]) -> Reply:
     schema = _requested_schema(body)
     if schema is not None:
         return Reply(content=json.dumps(schema_value(schema, seed=user), ensure_ascii=False))
+    question = _question_to_rewrite(user)
+    if question:  # asked for a standalone version of a follow-up question: the question itself is one
+        return Reply(content=question)
     categories = _prompt_categories(messages)
     if categories:  # a classification prompt without a native schema: name one listed category
         return Reply(content=json.dumps({"category": _pick(categories, user)}))

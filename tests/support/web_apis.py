@@ -8,6 +8,8 @@ One Starlette app on an ephemeral loopback port serves every API under its own p
     /serpapi/search.json                        SerpApi Google engine (api_key query param)
     /bing/v7.0/search, /bing/v7.0/news/search   Bing Web Search v7 (Ocp-Apim-Subscription-Key)
     /yahoo/v8/finance/chart/<symbol>            Yahoo Finance chart endpoint
+    /yahoo/v10/finance/quoteSummary/<symbol>    Yahoo Finance quoteSummary (?modules=, statements, calendar)
+    /yahoo/v1/finance/search                    Yahoo Finance search (?q=&newsCount=: news)
     /ragflow/api/v1/retrieval                   RAGFlow retrieval API (Authorization: Bearer <key>)
 
 Every request is recorded (`WebApis.requests`). Answers are deterministic functions of the request.
@@ -149,7 +151,12 @@ class WebApis:
             for i in range(count)
         ]
         answer = f"An answer about {query}." if body.get("include_answer") else None
-        return JSONResponse({"query": query, "answer": answer, "images": [], "results": results, "response_time": 0.01})
+        images: list = []
+        if body.get("include_images"):
+            urls = [f"https://images.example.com/{i}.png" for i in range(2)]
+            images = [{"url": u, "description": f"Picture {i} of {query}."} for i, u in enumerate(urls)] \
+                if body.get("include_image_descriptions") else urls
+        return JSONResponse({"query": query, "answer": answer, "images": images, "results": results, "response_time": 0.01})
 
     async def tavily_extract(self, request: Request) -> Response:
         rec = await self._record("tavily", request)
@@ -160,7 +167,9 @@ class WebApis:
             urls = [urls]
         if (trouble := await self._trouble(" ".join(urls))) is not None:
             return trouble
-        results = [{"url": u, "raw_content": f"# Page {u}\n\nExtracted text of {u}.", "images": []} for u in urls if "fail" not in u]
+        pictures = (rec.body if isinstance(rec.body, dict) else {}).get("include_images")
+        results = [{"url": u, "raw_content": f"# Page {u}\n\nExtracted text of {u}.",
+                    "images": [f"{u.rstrip('/')}/figure.png"] if pictures else []} for u in urls if "fail" not in u]
         failed = [{"url": u, "error": "Failed to fetch url"} for u in urls if "fail" in u]
         return JSONResponse({"results": results, "failed_results": failed, "response_time": 0.01})
 
@@ -267,6 +276,50 @@ class WebApis:
         }
         return JSONResponse({"chart": {"result": [result], "error": None}})
 
+    async def yahoo_summary(self, request: Request) -> Response:
+        rec = await self._record("yahoo_finance", request)
+        symbol = request.path_params["symbol"]
+        if symbol == "INVALID":
+            return JSONResponse({"quoteSummary": {"result": None, "error": {"code": "Not Found", "description": "Quote not found"}}},
+                                status_code=404)
+        seed = int(hashlib.sha256(symbol.encode()).hexdigest()[:6], 16) % 500 + 50
+        years = [("2024-09-30", 1727654400), ("2023-09-30", 1696032000)]
+        quarters = [("2025-06-30", 1751241600), ("2025-03-31", 1743379200)]
+
+        def money(value: int) -> dict:
+            return {"raw": value, "fmt": f"{value / 1e9:.2f}B", "longFmt": f"{value:,}"}
+
+        def rows(periods, fields):
+            return [{"maxAge": 1, "endDate": {"raw": raw, "fmt": fmt},
+                     **{name: money((seed + i) * factor * 1_000_000) for name, factor in fields}}
+                    for i, (fmt, raw) in enumerate(periods)]
+
+        income = [("totalRevenue", 300), ("netIncome", 90)]
+        balance = [("totalAssets", 350), ("totalLiab", 290), ("totalStockholderEquity", 60)]
+        cash = [("totalCashFromOperatingActivities", 110), ("capitalExpenditures", -10)]
+        modules = {
+            "incomeStatementHistory": {"incomeStatementHistory": rows(years, income), "maxAge": 86400},
+            "incomeStatementHistoryQuarterly": {"incomeStatementHistory": rows(quarters, income), "maxAge": 86400},
+            "balanceSheetHistory": {"balanceSheetStatements": rows(years, balance), "maxAge": 86400},
+            "balanceSheetHistoryQuarterly": {"balanceSheetStatements": rows(quarters, balance), "maxAge": 86400},
+            "cashflowStatementHistory": {"cashflowStatements": rows(years, cash), "maxAge": 86400},
+            "cashflowStatementHistoryQuarterly": {"cashflowStatements": rows(quarters, cash), "maxAge": 86400},
+            "calendarEvents": {"maxAge": 1, "earnings": {"earningsDate": [{"raw": 1753920000, "fmt": "2025-07-31"}],
+                                                         "earningsAverage": {"raw": 1.43, "fmt": "1.43"}},
+                               "exDividendDate": {"raw": 1754870400, "fmt": "2025-08-11"}},
+        }
+        wanted = [m for m in str(rec.query.get("modules") or "").split(",") if m]
+        return JSONResponse({"quoteSummary": {"result": [{m: modules[m] for m in wanted if m in modules}], "error": None}})
+
+    async def yahoo_search(self, request: Request) -> Response:
+        rec = await self._record("yahoo_finance", request)
+        symbol = str(rec.query.get("q") or "")
+        count = _n(rec.query.get("newsCount"), 8)
+        news = [{"uuid": f"n{i}", "title": f"{symbol} news {i}", "publisher": "Example Wire",
+                 "link": f"https://finance.example.com/{symbol}/{i}", "providerPublishTime": 1735776000 + i * 3600,
+                 "type": "STORY"} for i in range(min(count, 3))]
+        return JSONResponse({"count": len(news), "quotes": [], "news": news})
+
     async def ragflow_retrieval(self, request: Request) -> Response:
         rec = await self._record("ragflow", request)
         if request.headers.get("authorization") != f"Bearer {KEYS['ragflow']}":
@@ -322,6 +375,8 @@ class WebApis:
                 Route("/bing/v7.0/search", self.bing, methods=["GET"]),
                 Route("/bing/v7.0/news/search", self.bing, methods=["GET"]),
                 Route("/yahoo/v8/finance/chart/{symbol}", self.yahoo, methods=["GET"]),
+                Route("/yahoo/v10/finance/quoteSummary/{symbol}", self.yahoo_summary, methods=["GET"]),
+                Route("/yahoo/v1/finance/search", self.yahoo_search, methods=["GET"]),
                 Route("/ragflow/api/v1/retrieval", self.ragflow_retrieval, methods=["POST"]),
             ]
         )

@@ -23,7 +23,9 @@ def canonical_json(value: Any) -> bytes:
 
 
 def content_hash(dsl: JsonObject) -> str:
-    return hashlib.sha256(canonical_json(dsl)).hexdigest()
+    """Hash of the DSL as written, key order included: order carries meaning (Categorize's categories,
+    Switch's conditions, form fields), so a reordered DSL is a new revision, not the same one."""
+    return hashlib.sha256(json.dumps(dsl, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()).hexdigest()
 
 
 def validate_dsl(dsl: Any, *, field: str, max_bytes: int) -> int:

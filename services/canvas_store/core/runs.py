@@ -27,6 +27,8 @@ MAX_HOLDER = 255
 MAX_EVENT_PAYLOAD = 4 << 20
 CONTINUATION_PREFIX = "resume:"
 """A request_id `resume:<run id>` claims the one continuation of that paused run (see RunService._key_user)."""
+TURN_PREFIX = "turn:"
+"""A request_id `turn:<session id>:<suffix>` claims one turn of that session (see RunService._key_user)."""
 
 
 class RunService:
@@ -60,6 +62,15 @@ class RunService:
         exactly one creates the run and the other gets it back (or, if they may not read it, ABORTED).
         The claimed run must exist in the caller's tenant. (Reading it is not required: a TEAM member may
         continue a session whose paused run another member started.)"""
+        if request_id.startswith(TURN_PREFIX):
+            # The orchestrator's claim of a session's next turn: every user of the session competes for it,
+            # so two messages sent at once make one run (the other caller gets it back and is refused).
+            session_id = request_id[len(TURN_PREFIX):].split(":", 1)[0]
+            found = self._sessions.get(session_id, full=False) if session_id else None
+            if found is None or found[1].tenant_id != caller.tenant_id:
+                raise NotFoundError(f"session {session_id!r} (request_id {request_id!r} claims its turn) not found",
+                                    resource_type="session", resource_name=session_id)
+            return ""
         if not request_id.startswith(CONTINUATION_PREFIX):
             return caller.user_id
         claimed_id = request_id[len(CONTINUATION_PREFIX):]

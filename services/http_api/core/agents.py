@@ -8,7 +8,7 @@ from typing import Any
 from agentcanvas.v1 import canvas_store_pb2
 
 from services.common import errors
-from services.common.structs import from_struct, to_struct
+from services.common.json_text import dump_object, text_or_struct
 from services.http_api.core import views
 from services.http_api.core.known import SESSION_AGENTS
 from services.http_api.core.errors import ApiError, RetCode, argument, data_error, from_domain
@@ -29,6 +29,14 @@ async def all_pages(fetch, field: str) -> list[Any]:
         if not token:
             return items
 
+
+
+def _dsl_text(value: Any) -> str:
+    """The DSL as JSON text for the store, in the order the client wrote it (a Struct would lose it)."""
+    try:
+        return dump_object(dsl_value(value))
+    except ValueError:  # NaN or an infinity: JSON text cannot hold it
+        raise argument("Invalid DSL: numbers must be finite.") from None
 
 class Agents:
     """The use cases of one request; `backend` makes the store calls with the caller's token."""
@@ -83,7 +91,7 @@ class Agents:
             raise argument("`title` must be a string.")
         if body.get("dsl") in (None, "", {}):
             raise argument("No DSL data in request.")
-        canvas = canvas_store_pb2.Canvas(title=title, dsl=to_struct(dsl_value(body["dsl"])),
+        canvas = canvas_store_pb2.Canvas(title=title, dsl_json=_dsl_text(body["dsl"]),
                                          description=text_field(body, "description") or "",
                                          avatar=text_field(body, "avatar") or "", release=flag(body.get("release")))
         category = body.get("canvas_category")
@@ -114,7 +122,7 @@ class Agents:
                 setattr(canvas, name, value)
                 paths.append(name)
         if body.get("dsl") is not None:
-            canvas.dsl.CopyFrom(to_struct(dsl_value(body["dsl"])))
+            canvas.dsl_json = _dsl_text(body["dsl"])
             paths.append("dsl")
         if body.get("release") is not None:
             canvas.release = flag(body["release"])
@@ -150,7 +158,7 @@ class Agents:
         if session.revision_id not in cache:
             try:
                 revision = await self.backend.get_revision(session.canvas_id, session.revision_id)
-                cache[session.revision_id] = from_struct(revision.dsl)
+                cache[session.revision_id] = text_or_struct(revision.dsl_json, revision.dsl)
             except errors.AgentCanvasError:
                 cache[session.revision_id] = {}
         return cache[session.revision_id]

@@ -8,6 +8,7 @@ from typing import Any
 from agentcanvas.v1 import canvas_store_pb2
 from google.protobuf import timestamp_pb2
 
+from services.common.json_text import text_or_struct
 from services.common.structs import from_struct
 
 CATEGORY_NAMES = {canvas_store_pb2.CANVAS_CATEGORY_AGENT: "agent_canvas",
@@ -59,7 +60,7 @@ def agent_detail(canvas: canvas_store_pb2.Canvas) -> dict[str, Any]:
     detail = agent_summary(canvas)
     detail.pop("type")
     detail.update({
-        "dsl": from_struct(canvas.dsl),
+        "dsl": text_or_struct(canvas.dsl_json, canvas.dsl),
         "create_date": date_text(canvas.create_time),
         "update_date": date_text(canvas.update_time),
         "last_publish_time": None,

@@ -15,6 +15,7 @@ from typing import Any
 from agentcanvas.v1 import common_pb2, orchestrator_pb2
 
 from services.common import errors
+from services.common.json_text import text_or_struct
 from services.common.structs import from_struct, to_struct
 from services.http_api.core.errors import ApiError, RetCode, data_error, from_domain
 from services.http_api.core.events import EventMapper, error_text
@@ -65,7 +66,7 @@ class Webhooks:
             raise from_domain(exc, denied=DENIED) from None
         if canvas.HasField("delete_time"):
             raise data_error("Agent not found.")
-        params = begin_params(from_struct(canvas.dsl))
+        params = begin_params(text_or_struct(canvas.dsl_json, canvas.dsl))
         if str(params.get("mode") or "").lower() != "webhook":
             raise data_error("This agent's Begin is not in webhook mode.")
         methods = [str(m).upper() for m in params.get("methods") or [] if isinstance(m, str)]

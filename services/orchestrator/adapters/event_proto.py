@@ -32,6 +32,7 @@ _PAYLOAD = {
     "workflow_finished": orchestrator_pb2.WorkflowFinished,
     "message_reset": orchestrator_pb2.MessageReset,
     "event_unreadable": orchestrator_pb2.EventUnreadable,
+    "warning": orchestrator_pb2.RunWarning,
 }
 
 

@@ -30,6 +30,7 @@ _EFFORT = {"low": llm_gateway_pb2.REASONING_EFFORT_LOW, "medium": llm_gateway_pb
 
 
 def to_request(request: ChatRequest) -> llm_gateway_pb2.ChatRequest:
+    from services.common.json_text import dump_object
     from services.common.structs import to_struct
 
     proto = llm_gateway_pb2.ChatRequest(model=request.model, with_reasoning=True, request_id=request.request_id)
@@ -59,13 +60,16 @@ def to_request(request: ChatRequest) -> llm_gateway_pb2.ChatRequest:
         if request.thinking.lower() in _EFFORT:
             proto.thinking.effort = _EFFORT[request.thinking.lower()]
     if request.json_schema:
+        # text keeps the order of the schema's properties; the Struct goes too, for an older gateway
         proto.response_format.json_schema.CopyFrom(to_struct(request.json_schema))
+        proto.response_format.json_schema_json = dump_object(request.json_schema)
         if request.max_repairs is not None:
             proto.response_format.max_repairs = request.max_repairs
     for spec in request.tools or ():
         function = spec.get("function", spec)
+        parameters = function.get("parameters") or {"type": "object", "properties": {}}
         proto.tools.add(name=str(function.get("name", "")), description=str(function.get("description", "")),
-                        parameters=to_struct(function.get("parameters") or {"type": "object", "properties": {}}))
+                        parameters=to_struct(parameters), parameters_json=dump_object(parameters))
     if request.tool_choice:
         proto.tool_choice = request.tool_choice
     return proto

@@ -19,7 +19,9 @@ from services.common import status
 from services.common.errors import AbortedError, FailedPreconditionError
 from services.common.clients import POLL_HEADER, call_timeout
 from services.common.lru import LRU
+from services.common.json_text import parse_object, sorted_keys
 from services.common.structs import from_struct, to_struct
+from services.orchestrator.adapters.key_order import key_order, with_key_order
 from services.orchestrator.adapters.event_proto import from_proto, to_proto
 from services.orchestrator.adapters.peer import PeerClient, TokenSource
 from services.orchestrator.core.events import EVENT_UNREADABLE, Event
@@ -29,6 +31,17 @@ from services.orchestrator.core.ports import (
 
 
 DSL_STRUCTS = 128  # as many as the orchestrator keeps loaded canvases
+DSL_KEYS = "dsl_keys"
+"""Spec key (this adapter's own, never seen by the core): the DSL's keys in document order, because the
+Struct that carries the spec does not keep them (adapters/key_order.py)."""
+
+
+def _spec_from_proto(proto: Any) -> dict[str, Any]:
+    spec = from_struct(proto)
+    keys = spec.pop(DSL_KEYS, None)
+    if keys is not None and isinstance(spec.get("dsl"), dict):
+        spec["dsl"] = with_key_order(spec["dsl"], keys)
+    return spec
 
 
 def _usage_to_proto(usage: Usage) -> common_pb2.TokenUsage:
@@ -39,7 +52,7 @@ def _record_from_proto(proto: canvas_store_pb2.RunRecord) -> RunRecord:
     u = proto.usage
     error = RunError(proto.error.reason, proto.error.message, proto.error.component_id) if proto.HasField("error") and proto.error.reason else None
     return RunRecord(
-        id=proto.id, spec=from_struct(proto.spec), canvas_id=proto.canvas_id, revision_id=proto.revision_id,
+        id=proto.id, spec=_spec_from_proto(proto.spec), canvas_id=proto.canvas_id, revision_id=proto.revision_id,
         session_id=proto.session_id, status=RunStatus(proto.status), outputs=from_struct(proto.outputs), error=error,
         usage=Usage(u.prompt_tokens, u.completion_tokens, u.reasoning_tokens, u.cached_tokens, u.total_tokens, u.calls, u.cost_usd),
         last_seq=proto.last_seq, cancel_requested=proto.cancel_requested, tenant_id=proto.tenant_id,
@@ -118,9 +131,10 @@ class GrpcRunStore(PeerClient):
             return to_struct(spec)
         entry = self._dsl_structs.hit(id(dsl))
         if entry is None or entry[0] is not dsl:
-            entry = self._dsl_structs.keep(id(dsl), (dsl, to_struct(dsl)))
+            entry = self._dsl_structs.keep(id(dsl), (dsl, to_struct(dsl), to_struct({DSL_KEYS: key_order(dsl)})))
         struct = to_struct({k: v for k, v in spec.items() if k != "dsl"})
         struct.fields["dsl"].struct_value.CopyFrom(entry[1])
+        struct.fields[DSL_KEYS].CopyFrom(entry[2].fields[DSL_KEYS])
         return struct
 
     async def _call(self, method: str, request: Any, metadata: Any = None, *, newer: bool = False) -> Any:
@@ -307,8 +321,13 @@ class GrpcRunStore(PeerClient):
     async def get_canvas_dsl(self, canvas_id: str, revision_id: str = "") -> tuple[dict[str, Any], str]:
         canvas = await self._call("GetCanvas", canvas_store_pb2.GetCanvasRequest(id=canvas_id))
         if revision_id in ("", "latest", "head"):
-            return from_struct(canvas.dsl), canvas.head_revision_id
+            return _dsl(canvas), canvas.head_revision_id
         if revision_id == "published":
             revision_id = canvas.published_revision_id
         revision = await self._call("GetRevision", canvas_store_pb2.GetRevisionRequest(canvas_id=canvas_id, revision_id=revision_id))
-        return from_struct(revision.dsl), revision.id
+        return _dsl(revision), revision.id
+
+
+def _dsl(message: Any) -> dict[str, Any]:
+    """A stored DSL in its key order (its text), or from the Struct of a store that sends none."""
+    return parse_object(message.dsl_json, "dsl_json") if message.dsl_json else sorted_keys(from_struct(message.dsl))

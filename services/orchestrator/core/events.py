@@ -25,6 +25,7 @@ MESSAGE_RESET = "message_reset"
 EVENT_UNREADABLE = "event_unreadable"
 TEXT_KINDS = frozenset({"message_delta", "think_start", "think_delta", "think_end"})
 """Events that carry (or frame) a Message's streamed text: what MessageReset voids."""
+WARNING = "warning"
 
 # Events that are published live and persisted in small batches rather than with a journal step.
 STREAMING_KINDS = frozenset({MESSAGE_DELTA, THINK_START, THINK_DELTA, THINK_END})

@@ -37,6 +37,18 @@ MAX_TEXT_FILE_BYTES = 2 * 1024 * 1024
 _CANCEL_LEASE_ATTEMPTS = 5
 
 
+_TURN_ATTEMPTS = 4
+
+
+class _TurnMovedOn(Exception):
+    """The session's turn key was held by a run that has ended: start the run again, past that run
+    (`unrecorded_run_id`) when it never recorded its turn."""
+
+    def __init__(self, unrecorded_run_id: str):
+        super().__init__(unrecorded_run_id)
+        self.unrecorded_run_id = unrecorded_run_id
+
+
 @dataclass
 class InputFileData:
     name: str = ""
@@ -179,6 +191,16 @@ class Orchestrator:
         return self.services.tools.context() if self.services.tools is not None else None
 
     async def start_run(self, request: RunRequest, tenant_id: str = "", user_id: str = "") -> RunRecord:
+        passed_over: list[str] = []
+        for _ in range(_TURN_ATTEMPTS):
+            try:
+                return await self._start_run(request, tenant_id, user_id, passed_over)
+            except _TurnMovedOn as moved:
+                if moved.unrecorded_run_id:
+                    passed_over.append(moved.unrecorded_run_id)
+        raise AbortedError(f"session {request.session_id}: its turns keep changing; retry", reason="TURN_IN_PROGRESS")
+
+    async def _start_run(self, request: RunRequest, tenant_id: str, user_id: str, passed_over: list[str]) -> RunRecord:
         session = None
         previous: RunRecord | None = None
         session_id = request.session_id
@@ -250,7 +272,14 @@ class Orchestrator:
         spec["trace_id"] = trace_id_var.get() or new_trace_id()
         # The one continuation of a paused run is created under a key derived from that run: the
         # store's unique key decides which of two concurrent resumes proceeds (sessions.py).
-        key = sessions.resume_request_id(previous.id) if previous is not None else request.request_id
+        # A session's new turn likewise, under a key naming the session's turn count: turns are serialised.
+        if previous is not None:
+            key = sessions.resume_request_id(previous.id)
+        elif session is not None:
+            key = sessions.turn_request_id(session.id, session.conversation_turns, passed_over)
+            spec["turn_claim"] = secrets.token_hex(8)
+        else:
+            key = request.request_id
         try:
             await self.admission.admit(tenant_id, record.id)  # RESOURCE_EXHAUSTED before any record exists
         except ResourceExhaustedError:
@@ -262,7 +291,8 @@ class Orchestrator:
         except BaseException:
             await self.admission.release(tenant_id, record.id)
             raise
-        if previous is not None and created.spec.get("resume_claim") != spec["resume_claim"]:
+        claim = "resume_claim" if previous is not None else "turn_claim" if session is not None else ""
+        if claim and created.spec.get(claim) != spec[claim]:
             if not (request.request_id and created.spec.get("request_id") == request.request_id):
                 await self.admission.release(tenant_id, record.id)
                 if lease is not None:  # we hold the concurrent turn's lease (it was still free): drive it
@@ -270,6 +300,8 @@ class Orchestrator:
                         await self._claim(created, None, lease)
                     except AgentCanvasError as exc:  # the lease lapses and a takeover drives it
                         logger.warning("run %s: not claimed: %s", created.id, exc.message)
+                if previous is None:
+                    await self._turn_taken(session, created)
                 raise AbortedError(
                     f"run {previous.id} was already resumed by run {created.id} (a concurrent turn); this "
                     "turn was not applied: follow that run, then send the message again",
@@ -287,6 +319,17 @@ class Orchestrator:
             if lease is None or not await self._claim(created, canvas if ours else None, lease):
                 self.admission.forget(created.id)  # not ours to renew: whoever claims it adopts it
         return created
+
+    async def _turn_taken(self, session, holder: RunRecord) -> None:
+        """Another run holds this session turn's key. Still running: this message is refused (ABORTED,
+        TURN_IN_PROGRESS). Ended or paused: either its turn was recorded since the session was read (start
+        again from the session as it is now) or it never will be (start again past it)."""
+        if holder.status in (RunStatus.PENDING, RunStatus.RUNNING):
+            raise AbortedError(f"session {session.id}: run {holder.id} is still answering the previous message; "
+                               "this one was not applied: send it again when that run has finished",
+                               reason="TURN_IN_PROGRESS", metadata={"run_id": holder.id})
+        current = await self.store.get_session(session.id)
+        raise _TurnMovedOn(holder.id if current.conversation_turns == session.conversation_turns else "")
 
     def _check_resume_source(self, request: RunRequest, previous: RunRecord, canvas: CanvasSpec) -> None:
         """A resume continues the paused run on its own canvas. A request that also names a canvas

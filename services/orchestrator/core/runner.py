@@ -117,6 +117,7 @@ class Execution:
         scope = f"{parent_scope}/{container_id}#{frame.index}" if parent_scope else f"{container_id}#{frame.index}"
         for node_id in self.canvas.children(container_id):
             self.state.outputs[node_id] = {}  # a fresh pass: no stale outputs from the previous one
+            self.state.routes.pop(node_id, None)
         pauses_before = len(self.pauses)
         await self.run_scope(container_id, scope, frame)
         if len(self.pauses) > pauses_before:
@@ -124,7 +125,13 @@ class Execution:
 
     async def run_scope(self, parent_id: str, scope: str, frame: Frame | None) -> None:
         entries = [self.canvas.begin_id] if not parent_id else [self.canvas.start_child(parent_id)]
+        turn_entry = frame.item.get("entry") if frame is not None and isinstance(frame.item, dict) else None
+        if turn_entry:  # a conversation's turn starts at the node it waits at now (dsl/conversation.py)
+            entries = [turn_entry]
         frontier = Frontier(self.canvas.scope_nodes(parent_id), self.canvas.scope_edges(parent_id), entries)
+        if turn_entry:
+            waiting = self.canvas.nodes[parent_id].params.get("waiting") or []
+            frontier.skip([w for w in waiting if w != turn_entry])
         done: asyncio.Queue[tuple[str, asyncio.Task]] = asyncio.Queue()
         tasks: dict[str, asyncio.Task] = {}
         # Node spans are children of the scope's span (run or container), also when a streaming
@@ -172,6 +179,7 @@ class Execution:
             if result.replayed is not None:
                 saved = result.replayed
                 frontier.complete(node.id, saved.get("taken"), exception=bool(saved.get("exception")))
+                self.state.routes[node.id] = saved.get("taken")
                 continue
             outcome = result.outcome or Outcome()
             taken = outcome.next
@@ -195,6 +203,7 @@ class Execution:
                 steps.append(Step(node.id, {"key": self._key(scope, node.id), "failed": True}, result.attempt))
                 continue
             step = frontier.complete(node.id, taken, exception=exception)
+            self.state.routes[node.id] = list(taken) if taken is not None else None
             self.last_node = node.id
             snapshot = json_copy(self.state.outputs.get(node.id, {}))  # shared by step and event
             events.append(self._finished_event(node.id, result, outcome, snapshot))

@@ -112,6 +112,18 @@ class Frontier:
             self._send(edge, is_taken, step)
         return self._finish(step)
 
+    def skip(self, nodes: Iterable[str]) -> Step:
+        """Rule out waiting nodes before anything ran (another entry of the scope takes this pass):
+        they pass "not taken" on, so joins that wait on them are not left waiting."""
+        step = Step()
+        for node in nodes:
+            if self._state.get(node) is NodeState.WAITING:
+                self._state[node] = NodeState.SKIPPED
+                for out in self._outgoing[node]:
+                    if (out.source, out.target) not in self._token:
+                        self._send(out, False, step)
+        return self._finish(step)
+
     def _send(self, edge: Edge, taken: bool, step: Step) -> None:
         self._token[(edge.source, edge.target)] = taken
         work = [edge.target]

@@ -15,6 +15,10 @@ Session state (stored on the store's Session.state):
                     finished reattaches to it instead of sending the same message as a new turn
 The answer of a turn is the concatenation of the Message contents of that run.
 
+One run per turn: a session's next message makes its run under the store idempotency key
+`turn:<session>:<digest of the turn count>` (`turn_request_id`), so of two messages sent at once, or one sent
+while the previous turn still runs, one makes the run and the other is refused (ABORTED, TURN_IN_PROGRESS).
+
 One continuation per paused run: the run that resumes a paused run P is created under the store
 idempotency key `resume:<P>` (`resume_request_id`). The store keeps that key unique per tenant in the
 same transaction that inserts the run, so of two concurrent resumes exactly one creates the run; the
@@ -23,6 +27,7 @@ other gets that run back, sees that its claim nonce is not in the spec, and is r
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from typing import Any
 
@@ -38,6 +43,21 @@ HISTORY_MAX_BYTES = 2 << 20
 """Content kept in the state's history (older messages go first, never this turn's): the state travels with
 every turn write, which the store limits in size, and prompts are fitted to far less than this anyway."""
 TURN_WRITE_ATTEMPTS = 8  # each retry means another turn of this session landed in between
+
+
+TURN_KEY_PREFIX = "turn:"
+
+
+def turn_request_id(session_id: str, turns: int, passed_over: list[str]) -> str:
+    """The idempotency key of the one run allowed to answer a session's next message (<= 64 chars).
+
+    It names the session's turn count: two messages sent at once (or one while a turn is still running)
+    read the same count and so the same key, and the store's unique key lets one of them create the run.
+    The count moves on when a turn is recorded. `passed_over` are runs that held this key and ended without
+    recording their turn (rare: the session refused it): the key goes past them instead of waiting for the
+    store to forget it."""
+    digest = hashlib.sha256(":".join([str(turns), *passed_over]).encode()).hexdigest()[:16]
+    return f"{TURN_KEY_PREFIX}{session_id}:{digest}"
 
 
 def resume_request_id(paused_run_id: str) -> str:

@@ -21,6 +21,9 @@ class RunState:
     streams: dict[str, TextStream] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
     answers: list[str] = field(default_factory=list)
+    routes: dict[str, list[str] | None] = field(default_factory=dict)
+    """Per node finished (or replayed) in its current pass: the targets it took (None: all its normal
+    edges). A Conversation reads it to find which waiting node its next turn starts at."""
     """Content of every Message of the run, in completion order: the turn's answer (§7 item 8)."""
 
     _references: Any = None

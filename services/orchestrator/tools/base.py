@@ -90,6 +90,13 @@ class ParamProblem:
     description: str
 
 
+def is_set(value: Any, default: Any = None) -> bool:
+    """Whether a param asks for something: not null, empty, false, "false" or its default."""
+    if value is None or value == default or value in ("", [], {}) or value is False:
+        return False
+    return not (isinstance(value, str) and value.strip().lower() in ("false", "0", "no", "off"))
+
+
 class Tool(ABC):
     """Base class of every tool. Subclasses set the class attributes and implement `run`.
 
@@ -111,6 +118,10 @@ class Tool(ABC):
     params_schema: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
     argument_defaults: ClassVar[dict[str, Any]] = {}
     output_names: ClassVar[tuple[str, ...]] = ("formalized_content", "json")
+    unsupported_params: ClassVar[dict[str, str]] = {}
+    """Params of RAGFlow's class that this tool cannot honour, with why. One set to a value that would change
+    what the tool does (anything but null, empty, false or its default) is reported by `unsupported`,
+    never dropped silently."""
 
     def default_params(self) -> dict[str, Any]:
         props = self.params_schema.get("properties", {})
@@ -152,6 +163,13 @@ class Tool(ABC):
     def validate(self, params: Mapping[str, Any] | None, context: "ToolContext") -> list[ParamProblem]:
         """Load-time checks of one node's params. Default: none. Never performs slow I/O."""
         return []
+
+    def unsupported(self, params: Mapping[str, Any] | None, context: "ToolContext | None" = None) -> list[ParamProblem]:
+        """Params set to something this tool would not do (ValidateCanvas: UNSUPPORTED, by name)."""
+        params = params or {}
+        defaults = self.default_params()
+        return [ParamProblem(name, why) for name, why in self.unsupported_params.items()
+                if is_set(params.get(name), defaults.get(name))]
 
     async def invoke(
         self, args: Mapping[str, Any] | None, *, params: Mapping[str, Any] | None, context: "ToolContext"

@@ -74,6 +74,12 @@ class ToolRegistry:
             return [ParamProblem("component_name", f"unknown tool class '{component_name}'")]
         return self._tools[component_name].validate(params, context)
 
+    def unsupported(self, component_name: str, params: Mapping[str, Any] | None,
+                    context: ToolContext | None = None) -> list[ParamProblem]:
+        """Params of a tool node or tool entry set to something the tool cannot do (empty for unknown classes)."""
+        tool = self._tools.get(component_name)
+        return tool.unsupported(params, context) if tool is not None else []
+
     def plan_agent_tools(self, entries: Sequence[Mapping[str, Any]], mcp_tools: Sequence[Tool] = ()) -> list[PlannedTool]:
         """Bind an Agent's `params.tools` entries (and its resolved MCP tools) to stable function names.
 

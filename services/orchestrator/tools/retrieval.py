@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from services.orchestrator.tools import http
-from services.orchestrator.tools.base import ParamProblem, Tool, ToolResult
+from services.orchestrator.tools.base import ParamProblem, Tool, ToolResult, is_set
 from services.orchestrator.tools.citations import doc_aggs_of, format_knowledge, normalize_chunk
 from services.orchestrator.tools.errors import ToolConfigError, ToolInputError, ToolUpstreamError
 from services.orchestrator.tools.kb.store import SearchHits
@@ -83,11 +83,32 @@ class Retrieval(Tool):
             "cross_languages": {"type": "array", "items": {"type": "string"}, "default": []},
             "toc_enhance": {"type": "boolean", "default": False},
             "meta_data_filter": {"type": "object", "default": {}},
+            "kb_vars": {"type": "array", "default": []},
             "function_name": {"type": "string", "default": ""},
             "description": {"type": "string", "default": ""},
         },
     }
     argument_defaults = {"query": ""}
+    unsupported_params = {
+        "kb_vars": "RAGFlow declares kb_vars but never reads it; name the datasets in dataset_ids",
+        "meta_data_filter": "metadata filters are not supported; remove the filter (or set its method to disabled)",
+    }
+    # RAGFlow's retrieval features that only a RAGFlow server has: sent to it by the ragflow backend.
+    _SERVER_FEATURES = {
+        "use_kg": "knowledge-graph retrieval needs the ragflow backend (tools.retrieval.backend: ragflow)",
+        "cross_languages": "cross-language retrieval needs the ragflow backend (tools.retrieval.backend: ragflow)",
+        "toc_enhance": "table-of-contents enhancement needs the ragflow backend (tools.retrieval.backend: ragflow)",
+        "rerank_id": "reranking needs the ragflow backend (tools.retrieval.backend: ragflow)",
+    }
+
+    def unsupported(self, params: Mapping[str, Any] | None, context: ToolContext | None = None) -> list[ParamProblem]:
+        params = params or {}
+        problems = [p for p in super().unsupported(params, context)
+                    if not (p.field == "meta_data_filter" and isinstance(params.get("meta_data_filter"), dict)
+                            and str(params["meta_data_filter"].get("method") or "disabled").lower() == "disabled")]
+        if context is None or context.settings.retrieval.backend != "ragflow":
+            problems += [ParamProblem(name, why) for name, why in self._SERVER_FEATURES.items() if is_set(params.get(name))]
+        return problems
 
     def validate(self, params: Mapping[str, Any] | None, context: ToolContext) -> list[ParamProblem]:
         params = params or {}
@@ -179,6 +200,9 @@ class Retrieval(Tool):
         }
         if params.get("rerank_id"):
             body["rerank_id"] = params["rerank_id"]
+        for name in ("use_kg", "cross_languages", "toc_enhance"):  # RAGFlow's own retrieval features
+            if is_set(params.get(name)):
+                body[name] = params[name]
         data = await http.send_json(
             context.http, name, api, "POST", f"{api.base_url}/api/v1/retrieval", json=body, headers={"Authorization": f"Bearer {key}"}
         )

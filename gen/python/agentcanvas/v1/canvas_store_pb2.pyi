@@ -32,7 +32,7 @@ CANVAS_CATEGORY_AGENT: CanvasCategory
 CANVAS_CATEGORY_DATAFLOW: CanvasCategory
 
 class Canvas(_message.Message):
-    __slots__ = ("name", "id", "tenant_id", "owner_id", "title", "description", "avatar", "permission", "release", "category", "tags", "dsl", "etag", "create_time", "update_time", "head_revision_id", "published_revision_id", "delete_time", "expire_time")
+    __slots__ = ("name", "id", "tenant_id", "owner_id", "title", "description", "avatar", "permission", "release", "category", "tags", "dsl", "etag", "create_time", "update_time", "head_revision_id", "published_revision_id", "delete_time", "expire_time", "dsl_json")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -52,6 +52,7 @@ class Canvas(_message.Message):
     PUBLISHED_REVISION_ID_FIELD_NUMBER: _ClassVar[int]
     DELETE_TIME_FIELD_NUMBER: _ClassVar[int]
     EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
+    DSL_JSON_FIELD_NUMBER: _ClassVar[int]
     name: str
     id: str
     tenant_id: str
@@ -71,10 +72,11 @@ class Canvas(_message.Message):
     published_revision_id: str
     delete_time: _timestamp_pb2.Timestamp
     expire_time: _timestamp_pb2.Timestamp
-    def __init__(self, name: _Optional[str] = ..., id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., avatar: _Optional[str] = ..., permission: _Optional[_Union[CanvasPermission, str]] = ..., release: _Optional[bool] = ..., category: _Optional[_Union[CanvasCategory, str]] = ..., tags: _Optional[_Iterable[str]] = ..., dsl: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., etag: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., head_revision_id: _Optional[str] = ..., published_revision_id: _Optional[str] = ..., delete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    dsl_json: str
+    def __init__(self, name: _Optional[str] = ..., id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., avatar: _Optional[str] = ..., permission: _Optional[_Union[CanvasPermission, str]] = ..., release: _Optional[bool] = ..., category: _Optional[_Union[CanvasCategory, str]] = ..., tags: _Optional[_Iterable[str]] = ..., dsl: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., etag: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., head_revision_id: _Optional[str] = ..., published_revision_id: _Optional[str] = ..., delete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., dsl_json: _Optional[str] = ...) -> None: ...
 
 class CanvasRevision(_message.Message):
-    __slots__ = ("name", "id", "canvas_id", "dsl", "content_hash", "create_time", "alternate_ids", "released", "author_id", "description")
+    __slots__ = ("name", "id", "canvas_id", "dsl", "content_hash", "create_time", "alternate_ids", "released", "author_id", "description", "dsl_json")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     CANVAS_ID_FIELD_NUMBER: _ClassVar[int]
@@ -85,6 +87,7 @@ class CanvasRevision(_message.Message):
     RELEASED_FIELD_NUMBER: _ClassVar[int]
     AUTHOR_ID_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    DSL_JSON_FIELD_NUMBER: _ClassVar[int]
     name: str
     id: str
     canvas_id: str
@@ -95,10 +98,11 @@ class CanvasRevision(_message.Message):
     released: bool
     author_id: str
     description: str
-    def __init__(self, name: _Optional[str] = ..., id: _Optional[str] = ..., canvas_id: _Optional[str] = ..., dsl: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., content_hash: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., alternate_ids: _Optional[_Iterable[str]] = ..., released: _Optional[bool] = ..., author_id: _Optional[str] = ..., description: _Optional[str] = ...) -> None: ...
+    dsl_json: str
+    def __init__(self, name: _Optional[str] = ..., id: _Optional[str] = ..., canvas_id: _Optional[str] = ..., dsl: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., content_hash: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., alternate_ids: _Optional[_Iterable[str]] = ..., released: _Optional[bool] = ..., author_id: _Optional[str] = ..., description: _Optional[str] = ..., dsl_json: _Optional[str] = ...) -> None: ...
 
 class CanvasTemplate(_message.Message):
-    __slots__ = ("name", "id", "title", "description", "canvas_type", "category", "avatar", "dsl")
+    __slots__ = ("name", "id", "title", "description", "canvas_type", "category", "avatar", "dsl", "dsl_json")
     class TitleEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -121,6 +125,7 @@ class CanvasTemplate(_message.Message):
     CATEGORY_FIELD_NUMBER: _ClassVar[int]
     AVATAR_FIELD_NUMBER: _ClassVar[int]
     DSL_FIELD_NUMBER: _ClassVar[int]
+    DSL_JSON_FIELD_NUMBER: _ClassVar[int]
     name: str
     id: str
     title: _containers.ScalarMap[str, str]
@@ -129,7 +134,8 @@ class CanvasTemplate(_message.Message):
     category: CanvasCategory
     avatar: str
     dsl: _struct_pb2.Struct
-    def __init__(self, name: _Optional[str] = ..., id: _Optional[str] = ..., title: _Optional[_Mapping[str, str]] = ..., description: _Optional[_Mapping[str, str]] = ..., canvas_type: _Optional[str] = ..., category: _Optional[_Union[CanvasCategory, str]] = ..., avatar: _Optional[str] = ..., dsl: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    dsl_json: str
+    def __init__(self, name: _Optional[str] = ..., id: _Optional[str] = ..., title: _Optional[_Mapping[str, str]] = ..., description: _Optional[_Mapping[str, str]] = ..., canvas_type: _Optional[str] = ..., category: _Optional[_Union[CanvasCategory, str]] = ..., avatar: _Optional[str] = ..., dsl: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., dsl_json: _Optional[str] = ...) -> None: ...
 
 class Session(_message.Message):
     __slots__ = ("name", "id", "canvas_id", "revision_id", "user_id", "conversation_turns", "history", "state", "create_time", "update_time", "etag")

@@ -22,9 +22,10 @@ TEXT_DELIVERY_LIVE: TextDelivery
 TEXT_DELIVERY_CONFIRMED: TextDelivery
 
 class RunCanvasRequest(_message.Message):
-    __slots__ = ("canvas_id", "dsl", "revision_id", "query", "inputs", "files", "session_id", "user_id", "request_id", "resume_run_id", "webhook_payload", "text_delivery")
+    __slots__ = ("canvas_id", "dsl", "dsl_json", "revision_id", "query", "inputs", "files", "session_id", "user_id", "request_id", "resume_run_id", "webhook_payload", "text_delivery")
     CANVAS_ID_FIELD_NUMBER: _ClassVar[int]
     DSL_FIELD_NUMBER: _ClassVar[int]
+    DSL_JSON_FIELD_NUMBER: _ClassVar[int]
     REVISION_ID_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     INPUTS_FIELD_NUMBER: _ClassVar[int]
@@ -37,6 +38,7 @@ class RunCanvasRequest(_message.Message):
     TEXT_DELIVERY_FIELD_NUMBER: _ClassVar[int]
     canvas_id: str
     dsl: _struct_pb2.Struct
+    dsl_json: str
     revision_id: str
     query: str
     inputs: _struct_pb2.Struct
@@ -47,7 +49,7 @@ class RunCanvasRequest(_message.Message):
     resume_run_id: str
     webhook_payload: _struct_pb2.Struct
     text_delivery: TextDelivery
-    def __init__(self, canvas_id: _Optional[str] = ..., dsl: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., revision_id: _Optional[str] = ..., query: _Optional[str] = ..., inputs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., files: _Optional[_Iterable[_Union[_common_pb2.InputFile, _Mapping]]] = ..., session_id: _Optional[str] = ..., user_id: _Optional[str] = ..., request_id: _Optional[str] = ..., resume_run_id: _Optional[str] = ..., webhook_payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., text_delivery: _Optional[_Union[TextDelivery, str]] = ...) -> None: ...
+    def __init__(self, canvas_id: _Optional[str] = ..., dsl: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., dsl_json: _Optional[str] = ..., revision_id: _Optional[str] = ..., query: _Optional[str] = ..., inputs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., files: _Optional[_Iterable[_Union[_common_pb2.InputFile, _Mapping]]] = ..., session_id: _Optional[str] = ..., user_id: _Optional[str] = ..., request_id: _Optional[str] = ..., resume_run_id: _Optional[str] = ..., webhook_payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., text_delivery: _Optional[_Union[TextDelivery, str]] = ...) -> None: ...
 
 class StreamRunEventsRequest(_message.Message):
     __slots__ = ("run_id", "after_seq", "text_delivery")
@@ -98,12 +100,14 @@ class Run(_message.Message):
     def __init__(self, id: _Optional[str] = ..., canvas_id: _Optional[str] = ..., revision_id: _Optional[str] = ..., session_id: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.RunStatus, str]] = ..., outputs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.ErrorDetail, _Mapping]] = ..., usage: _Optional[_Union[_common_pb2.TokenUsage, _Mapping]] = ..., last_seq: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ValidateCanvasRequest(_message.Message):
-    __slots__ = ("canvas_id", "dsl")
+    __slots__ = ("canvas_id", "dsl", "dsl_json")
     CANVAS_ID_FIELD_NUMBER: _ClassVar[int]
     DSL_FIELD_NUMBER: _ClassVar[int]
+    DSL_JSON_FIELD_NUMBER: _ClassVar[int]
     canvas_id: str
     dsl: _struct_pb2.Struct
-    def __init__(self, canvas_id: _Optional[str] = ..., dsl: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    dsl_json: str
+    def __init__(self, canvas_id: _Optional[str] = ..., dsl: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., dsl_json: _Optional[str] = ...) -> None: ...
 
 class CanvasProblem(_message.Message):
     __slots__ = ("component_id", "field", "code", "message")
@@ -118,14 +122,16 @@ class CanvasProblem(_message.Message):
     def __init__(self, component_id: _Optional[str] = ..., field: _Optional[str] = ..., code: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class ValidateCanvasResponse(_message.Message):
-    __slots__ = ("valid", "problems", "normalized_dsl")
+    __slots__ = ("valid", "problems", "normalized_dsl", "normalized_dsl_json")
     VALID_FIELD_NUMBER: _ClassVar[int]
     PROBLEMS_FIELD_NUMBER: _ClassVar[int]
     NORMALIZED_DSL_FIELD_NUMBER: _ClassVar[int]
+    NORMALIZED_DSL_JSON_FIELD_NUMBER: _ClassVar[int]
     valid: bool
     problems: _containers.RepeatedCompositeFieldContainer[CanvasProblem]
     normalized_dsl: _struct_pb2.Struct
-    def __init__(self, valid: _Optional[bool] = ..., problems: _Optional[_Iterable[_Union[CanvasProblem, _Mapping]]] = ..., normalized_dsl: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    normalized_dsl_json: str
+    def __init__(self, valid: _Optional[bool] = ..., problems: _Optional[_Iterable[_Union[CanvasProblem, _Mapping]]] = ..., normalized_dsl: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., normalized_dsl_json: _Optional[str] = ...) -> None: ...
 
 class RunEventBatch(_message.Message):
     __slots__ = ("events",)
@@ -134,7 +140,7 @@ class RunEventBatch(_message.Message):
     def __init__(self, events: _Optional[_Iterable[_Union[RunEvent, _Mapping]]] = ...) -> None: ...
 
 class RunEvent(_message.Message):
-    __slots__ = ("run_id", "session_id", "seq", "created_at_ms", "trace_id", "workflow_started", "node_started", "node_finished", "node_skipped", "message_delta", "think_start", "think_delta", "think_end", "message_end", "user_inputs_required", "workflow_finished", "heartbeat", "message_reset", "event_unreadable")
+    __slots__ = ("run_id", "session_id", "seq", "created_at_ms", "trace_id", "workflow_started", "node_started", "node_finished", "node_skipped", "message_delta", "think_start", "think_delta", "think_end", "message_end", "user_inputs_required", "workflow_finished", "heartbeat", "message_reset", "event_unreadable", "warning")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
@@ -154,6 +160,7 @@ class RunEvent(_message.Message):
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_RESET_FIELD_NUMBER: _ClassVar[int]
     EVENT_UNREADABLE_FIELD_NUMBER: _ClassVar[int]
+    WARNING_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     session_id: str
     seq: int
@@ -173,7 +180,8 @@ class RunEvent(_message.Message):
     heartbeat: Heartbeat
     message_reset: MessageReset
     event_unreadable: EventUnreadable
-    def __init__(self, run_id: _Optional[str] = ..., session_id: _Optional[str] = ..., seq: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., trace_id: _Optional[str] = ..., workflow_started: _Optional[_Union[WorkflowStarted, _Mapping]] = ..., node_started: _Optional[_Union[NodeStarted, _Mapping]] = ..., node_finished: _Optional[_Union[NodeFinished, _Mapping]] = ..., node_skipped: _Optional[_Union[NodeSkipped, _Mapping]] = ..., message_delta: _Optional[_Union[MessageDelta, _Mapping]] = ..., think_start: _Optional[_Union[ThinkStart, _Mapping]] = ..., think_delta: _Optional[_Union[ThinkDelta, _Mapping]] = ..., think_end: _Optional[_Union[ThinkEnd, _Mapping]] = ..., message_end: _Optional[_Union[MessageEnd, _Mapping]] = ..., user_inputs_required: _Optional[_Union[UserInputsRequired, _Mapping]] = ..., workflow_finished: _Optional[_Union[WorkflowFinished, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., message_reset: _Optional[_Union[MessageReset, _Mapping]] = ..., event_unreadable: _Optional[_Union[EventUnreadable, _Mapping]] = ...) -> None: ...
+    warning: RunWarning
+    def __init__(self, run_id: _Optional[str] = ..., session_id: _Optional[str] = ..., seq: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., trace_id: _Optional[str] = ..., workflow_started: _Optional[_Union[WorkflowStarted, _Mapping]] = ..., node_started: _Optional[_Union[NodeStarted, _Mapping]] = ..., node_finished: _Optional[_Union[NodeFinished, _Mapping]] = ..., node_skipped: _Optional[_Union[NodeSkipped, _Mapping]] = ..., message_delta: _Optional[_Union[MessageDelta, _Mapping]] = ..., think_start: _Optional[_Union[ThinkStart, _Mapping]] = ..., think_delta: _Optional[_Union[ThinkDelta, _Mapping]] = ..., think_end: _Optional[_Union[ThinkEnd, _Mapping]] = ..., message_end: _Optional[_Union[MessageEnd, _Mapping]] = ..., user_inputs_required: _Optional[_Union[UserInputsRequired, _Mapping]] = ..., workflow_finished: _Optional[_Union[WorkflowFinished, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., message_reset: _Optional[_Union[MessageReset, _Mapping]] = ..., event_unreadable: _Optional[_Union[EventUnreadable, _Mapping]] = ..., warning: _Optional[_Union[RunWarning, _Mapping]] = ...) -> None: ...
 
 class MessageReset(_message.Message):
     __slots__ = ("component_id", "attempt")
@@ -188,6 +196,18 @@ class EventUnreadable(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     error: _common_pb2.ErrorDetail
     def __init__(self, error: _Optional[_Union[_common_pb2.ErrorDetail, _Mapping]] = ...) -> None: ...
+
+class RunWarning(_message.Message):
+    __slots__ = ("component_id", "code", "message", "references")
+    COMPONENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    REFERENCES_FIELD_NUMBER: _ClassVar[int]
+    component_id: str
+    code: str
+    message: str
+    references: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, component_id: _Optional[str] = ..., code: _Optional[str] = ..., message: _Optional[str] = ..., references: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class WorkflowStarted(_message.Message):
     __slots__ = ("inputs", "canvas_id", "revision_id", "resumed", "query")

@@ -111,6 +111,7 @@ class LoopResult:
 @register
 class Agent(LLM):
     type_name = "Agent"
+    refine_by_default = True
     default_timeout_s = 1200.0
 
     @classmethod

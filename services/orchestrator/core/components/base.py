@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from services.orchestrator.core.dsl.model import NodeSpec
+from services.orchestrator.tools.base import is_set
 
 if TYPE_CHECKING:
     from services.orchestrator.core.context import NodeContext
@@ -88,6 +89,11 @@ class Component:
     durable_start: ClassVar[bool] = False
     """Whether the node's NodeStarted is made durable before it is invoked: set on components that call out
     (models, tools, the sandbox), so that each of their attempts is counted across a takeover."""
+    unsupported_params: ClassVar[dict[str, str]] = {}
+    """RAGFlow params of this component that this runtime cannot honour, with why: one set to a value that
+    would change behaviour (not null, empty, false or "false") is UNSUPPORTED in ValidateCanvas, by name."""
+    static_outputs: ClassVar[tuple[str, ...] | None] = ()
+    """Output names the component writes whatever its params; None: any name (references are not checked)."""
 
     def __init__(self, node: NodeSpec):
         self.node = node
@@ -106,7 +112,27 @@ class Component:
     @classmethod
     def unsupported(cls, params: dict[str, Any]) -> list[Problem]:
         """Known features this orchestrator cannot run yet (reported as UNSUPPORTED)."""
+        return [(name, why) for name, why in cls.unsupported_params.items() if is_set(params.get(name))]
+
+    @classmethod
+    def output_names(cls, params: dict[str, Any]) -> set[str] | None:
+        """Every output a reference may read (ValidateCanvas): the static ones, those the DSL declares
+        (`params.outputs`) and the dynamic ones the params define. None: any name. Names starting with
+        `_` (`_ERROR`, ...) are always accepted by the checker."""
+        if cls.static_outputs is None:
+            return None
+        outputs = params.get("outputs")
+        return {*cls.static_outputs, *(outputs if isinstance(outputs, dict) else ()), *cls.dynamic_outputs(params)}
+
+    @classmethod
+    def dynamic_outputs(cls, params: dict[str, Any]) -> list[str]:
+        """Output names the params define (form fields, group names, loop variables, ...)."""
         return []
+
+    @classmethod
+    def output_fields(cls, params: dict[str, Any], name: str) -> set[str] | None:
+        """The fields a reference may read below output `name` (`{id@name.field}`), None when unchecked."""
+        return None
 
     def thoughts(self, ctx: "NodeContext") -> str:
         return ""
@@ -117,6 +143,8 @@ class Component:
 
 class NotImplementedComponent(Component):
     """A RAGFlow component this orchestrator recognises but cannot run yet."""
+
+    static_outputs = None
 
     async def invoke(self, ctx: "NodeContext") -> Outcome:  # pragma: no cover - guarded at run start
         from services.orchestrator.core.errors import NodeError

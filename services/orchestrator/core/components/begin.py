@@ -57,6 +57,18 @@ def missing_required_inputs(params: dict[str, Any], inputs: Any, query: Any) -> 
 class Begin(Component):
     type_name = "Begin"
     default_timeout_s = None
+    unsupported_params = {"layout_recognize": "files are read as text; RAGFlow's layout recognizers (OCR, DeepDOC) "
+                                              "are not available, so leave layout_recognize empty"}
+
+    @classmethod
+    def output_names(cls, params: dict[str, Any]) -> set[str] | None:
+        if str(params.get("mode") or "").lower() == "webhook":
+            return None  # the payload's keys become outputs
+        return super().output_names(params)
+
+    @classmethod
+    def dynamic_outputs(cls, params: dict[str, Any]) -> list[str]:
+        return list(form_fields(params))
 
     @classmethod
     def check(cls, params: dict[str, Any]) -> list[Problem]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from services.orchestrator.core.components.base import Component, Outcome, Problem
-from services.orchestrator.core.components.llm import parse_json_answer
+from services.orchestrator.core.components.llm import apply_generation, parse_json_answer
 from services.orchestrator.core.components.registry import register
 from services.orchestrator.core.errors import NodeError
 from services.orchestrator.core.ports import ChatRequest
@@ -50,6 +50,7 @@ def choose(names: list[str], answer: str) -> str:
 @register
 class Categorize(Component):
     type_name = "Categorize"
+    static_outputs = ("category_name",)
     default_timeout_s = 600.0
     durable_start = True
 
@@ -93,6 +94,7 @@ class Categorize(Component):
         messages = self._prompt(ctx, categories)
         request = ChatRequest(model=str(self.param("llm_id", "")), messages=messages, json_schema=schema,
                               request_id=f"{ctx.spec.get('run_id', '')}:{self.id}:{ctx.scope}:{ctx.attempt}")
+        apply_generation(request, self.params)  # RAGFlow's Categorize sends the LLM's gen_conf too
         text: list[str] = []
         async for chunk in ctx.services.llm.chat_stream(request):
             if chunk.kind == "text":

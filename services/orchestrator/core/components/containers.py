@@ -51,11 +51,12 @@ class Iteration(Component):
         return problems
 
     async def invoke(self, ctx) -> Outcome:
-        items = ctx.resolve(self.param("items_ref"))
-        if items is None:  # a reference to nothing (an unset output): no passes
-            items = []
+        items_ref = self.param("items_ref")
+        items = ctx.resolve(items_ref)
         if not isinstance(items, list):
-            raise NodeError(f"items_ref must resolve to an array, got {type(items).__name__}", reason="NOT_A_LIST")
+            # RAGFlow's message. Null too: a reference to an output nobody wrote (e.g. a field the
+            # upstream model never produced) would otherwise run no passes and end "successfully".
+            raise NodeError(f"{items_ref} must be an array, but its type is {type(items)}", reason="NOT_A_LIST")
         if len(items) > MAX_LOOP_COUNT:
             raise NodeError(f"items_ref holds {len(items)} items; an Iteration runs at most {MAX_LOOP_COUNT} passes "
                             "(split the list, e.g. with ListOperations head/tail)", reason="TOO_MANY_ITEMS")
@@ -74,6 +75,7 @@ class Iteration(Component):
 class IterationItem(Component):
     type_name = "IterationItem"
     default_timeout_s = None
+    static_outputs = ("item", "result", "index")
 
     async def invoke(self, ctx) -> Outcome:
         frame = ctx.frame
@@ -96,6 +98,13 @@ def _condition_holds(ctx, cond: dict[str, Any]) -> bool:
 class Loop(Component):
     type_name = "Loop"
     default_timeout_s = None
+    static_outputs = ("loop_count",)
+
+    @classmethod
+    def dynamic_outputs(cls, params: dict[str, Any]) -> list[str]:
+        variables = params.get("loop_variables")
+        return [str(v["variable"]) for v in variables if isinstance(v, dict) and v.get("variable")] \
+            if isinstance(variables, list) else []
 
     @classmethod
     def check(cls, params: dict[str, Any]) -> list[Problem]:
@@ -154,6 +163,7 @@ class Loop(Component):
 class LoopItem(Component):
     type_name = "LoopItem"
     default_timeout_s = None
+    static_outputs = ("index",)
 
     async def invoke(self, ctx) -> Outcome:
         return Outcome(outputs={"index": ctx.frame.index if ctx.frame else 0})
@@ -181,6 +191,7 @@ class Conversation(Component):
     goes on past it (usually: SUCCEEDED)."""
 
     type_name = "Conversation"
+    static_outputs = ("turns",)
     default_timeout_s = None
 
     def thoughts(self, ctx) -> str:
@@ -188,19 +199,31 @@ class Conversation(Component):
 
     async def invoke(self, ctx) -> Outcome:
         entry = str(self.param("entry", ""))
+        turn_edges = [(str(e[0]), str(e[1])) for e in self.param("turn_edges", []) or [] if isinstance(e, list) and len(e) == 2]
         maximum = max(ctx.services.conversation_max_turns, 1)
         run_id = str(ctx.spec.get("run_id", ""))
         message_pending = True  # this run's message has not been taken by a turn yet
         for turn in range(maximum):
-            await ctx.run_body(self.id, Frame(self.id, turn, item={"message_pending": message_pending}))
+            await ctx.run_body(self.id, Frame(self.id, turn, item={"message_pending": message_pending, "entry": entry}))
             # The waiting node marks the turn that took this run's message; replayed turns of
             # earlier runs carry their own run's id, so they do not count (also after a takeover).
             if (ctx.state.outputs.get(entry) or {}).get(TURN_RUN) == run_id:
                 message_pending = False
+            entry = _next_entry(ctx.state.routes, turn_edges, entry)
         return Outcome(outputs={"turns": maximum}, inputs={"max_turns": maximum})
 
 
 TURN_RUN = "_turn_run"
+
+
+def _next_entry(routes: dict[str, list[str] | None], turn_edges: list[tuple[str, str]], entry: str) -> str:
+    """The waiting node the next turn starts at: the target of the first turn edge (an edge back into a
+    waiting node, in canvas order) whose source ran in this turn and took it; the same node when none did.
+    Replayed turns restore the routes from the journal, so a resume or takeover walks the same nodes."""
+    for source, target in turn_edges:
+        if source in routes and (routes[source] is None or target in routes[source]):
+            return target
+    return entry
 
 
 def conversation_frame(ctx) -> Frame | None:

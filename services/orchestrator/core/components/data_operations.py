@@ -32,6 +32,7 @@ def _literal(value: Any) -> Any:
 @register
 class DataOperations(Component):
     type_name = "DataOperations"
+    static_outputs = ("result",)
 
     @classmethod
     def check(cls, params: dict[str, Any]) -> list[Problem]:

@@ -28,6 +28,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._ -]+")
 @register
 class DocGenerator(Component):
     type_name = "DocGenerator"
+    static_outputs = ("doc_id", "filename", "mime_type", "size", "download")
 
     @classmethod
     def check(cls, params: dict[str, Any]) -> list[Problem]:

@@ -46,6 +46,15 @@ def _markdown(rows: list[dict[str, Any]], limit: int = 10) -> str:
 @register
 class ExcelProcessor(Component):
     type_name = "ExcelProcessor"
+    static_outputs = ("data", "summary", "markdown", "attachment")
+
+    @classmethod
+    def unsupported(cls, params: dict[str, Any]) -> list[Problem]:
+        # A CSV file is one sheet: "all" and "first" read it; sheet names need xlsx.
+        selection = str(params.get("sheet_selection") or "all").strip().lower()
+        return [] if selection in ("all", "first") else [
+            ("sheet_selection", "sheets chosen by name need xlsx files, which are not supported yet (CSV files are "
+                                "one sheet: use all or first)")]
 
     @classmethod
     def check(cls, params: dict[str, Any]) -> list[Problem]:

@@ -30,6 +30,8 @@ def clean_html(text: str) -> str:
 class Invoke(Component):
     type_name = "Invoke"
     durable_start = True
+    static_outputs = ("result", "status_code")
+    unsupported_params = {"proxy": "requests through a proxy are not supported; Invoke calls the URL directly"}
 
     @classmethod
     def check(cls, params: dict[str, Any]) -> list[Problem]:

@@ -31,6 +31,7 @@ def _canonical(value: Any) -> str:
 @register
 class ListOperations(Component):
     type_name = "ListOperations"
+    static_outputs = ("result", "first", "last")
 
     @classmethod
     def check(cls, params: dict[str, Any]) -> list[Problem]:

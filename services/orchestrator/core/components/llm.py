@@ -9,7 +9,7 @@ The orchestrator never parses <think> tags: the gateway already splits reasoning
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, ClassVar
 
 from services.orchestrator.core.components.base import Component, Outcome, Problem, number_problem
 from services.orchestrator.core.components.registry import register
@@ -65,6 +65,26 @@ def with_citation_prompt(messages: list[dict[str, Any]]) -> list[dict[str, Any]]
     return [{"role": "system", "content": CITATION_PROMPT}, *messages]
 
 
+_MARKER_WITH_SPACE = re.compile(r"\s*\[ID:\s*\d+\]")
+
+
+def same_words(cited: str, answer: str) -> bool:
+    """Whether `cited` is `answer` plus [ID:n] markers: the same words once markers are removed
+    (whitespace ignored)."""
+    return _MARKER_WITH_SPACE.sub("", cited).split() == answer.split()
+
+
+def apply_generation(request: ChatRequest, params: dict[str, Any]) -> None:
+    """The sampling params whose UI flag is on (`temperatureEnabled`, ...) and `thinking`, as RAGFlow's
+    gen_conf sends them: LLM, Agent and Categorize alike."""
+    for name, flag in _FLAGS.items():
+        if params.get(flag) and params.get(name) is not None:
+            setattr(request, name, int(params[name]) if name == "max_tokens" else float(params[name]))
+    thinking = params.get("thinking")
+    if thinking and thinking != "default":
+        request.thinking = str(thinking)
+
+
 def structured_schema(params: dict[str, Any]) -> dict[str, Any] | None:
     outputs = params.get("outputs")
     schema = outputs.get("structured") if isinstance(outputs, dict) else None
@@ -87,6 +107,13 @@ class LLM(Component):
     type_name = "LLM"
     default_timeout_s = 600.0
     durable_start = True
+    static_outputs = ("content", "structured", "downloads")
+
+    @classmethod
+    def output_fields(cls, params: dict[str, Any], name: str) -> set[str] | None:
+        schema = structured_schema(params) if name == "structured" else None
+        properties = schema.get("properties") if schema else None
+        return set(properties) if isinstance(properties, dict) else None
 
     @classmethod
     def check(cls, params: dict[str, Any]) -> list[Problem]:
@@ -156,12 +183,7 @@ class LLM(Component):
 
     def _request(self, ctx, messages: list[dict[str, Any]], schema: dict[str, Any] | None) -> ChatRequest:
         request = ChatRequest(model=str(self.param("llm_id", "")), messages=messages, json_schema=schema)
-        for name, flag in _FLAGS.items():
-            if self.params.get(flag) and self.params.get(name) is not None:
-                setattr(request, name, int(self.params[name]) if name == "max_tokens" else float(self.params[name]))
-        thinking = self.params.get("thinking")
-        if thinking and thinking != "default":
-            request.thinking = str(thinking)
+        apply_generation(request, self.params)
         request.request_id = f"{ctx.spec.get('run_id', '')}:{self.id}:{ctx.scope}:{ctx.attempt}"
         return request
 
@@ -194,10 +216,17 @@ class LLM(Component):
             text = await self._call(ctx, request, stream)
         return Outcome(outputs={"content": text}, inputs={"messages": messages})
 
+    refine_by_default: ClassVar[bool] = False
+    """Whether `refine_multiturn` is on when the DSL does not set it (RAGFlow's Agent: yes; LLM: no)."""
+
     async def refined(self, ctx, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """`refine_multiturn` (default off; RAGFlow's Agent does this on its own past 3 messages): the
-        last user turn is replaced by the standalone question the model makes of it and the history."""
-        if not self.param("refine_multiturn", False) or not isinstance(messages[-1].get("content"), str):
+        """`refine_multiturn`: the last user turn is replaced by the standalone question the model makes of
+        it and the history. By default an Agent does it, as RAGFlow's does, once its prompt holds more than 3
+        messages (a session with earlier turns); an LLM only when asked."""
+        wanted = self.params.get("refine_multiturn")
+        if wanted is None:
+            wanted = self.refine_by_default and len(messages) > 3
+        if not wanted or not isinstance(messages[-1].get("content"), str):
             return messages
         window = int(self.param("message_history_window_size", 13) or 0)
         question = await refine_question(self, ctx, messages[-1]["content"], window)
@@ -214,8 +243,8 @@ class LLM(Component):
 
     async def cite_second_pass(self, ctx, text: str, stream) -> str:
         """`citation_second_pass`: when the answer has no [ID:n] marker but the run has chunks, one more
-        model call inserts the markers, streaming into the Message; otherwise (or when that call returns
-        nothing) the answer goes out as it was."""
+        model call inserts the markers, and the cited answer goes to the Message if it kept the answer's
+        words; otherwise (or when that call returns nothing) the answer goes out as it was."""
         bucket = ctx.state.reference_bucket()
         if not text.strip() or CITATION_MARK.search(text) or not len(bucket):
             if stream is not None and text:
@@ -224,11 +253,13 @@ class LLM(Component):
         knowledge = format_knowledge(bucket.snapshot()["chunks"])
         messages = [{"role": "system", "content": SECOND_PASS_PROMPT},
                     {"role": "user", "content": f"Knowledge:\n{knowledge}\n\nAnswer:\n{text}"}]
-        cited = await self.side_call(ctx, messages, "cite", stream=stream, live_text=True, reasoning=False)
-        if not cited.strip():
-            if stream is not None:
-                stream.push("text", text)
-            return text
+        # Held back until it is whole: the model was asked only to add markers, and an answer whose words it
+        # changed (rephrased, shortened, extended) is not shown; the first pass is, uncited.
+        cited = await self.side_call(ctx, messages, "cite", stream=stream, live_text=False, reasoning=False)
+        if not cited.strip() or not same_words(cited, text):
+            cited = text
+        if stream is not None:
+            stream.push("text", cited)
         return cited
 
     async def _structured(self, ctx, messages, schema) -> Outcome:

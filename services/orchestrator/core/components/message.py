@@ -8,6 +8,7 @@ The variant among several `content` templates is chosen with the run's seeded RN
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from services.orchestrator.core import events as ev
@@ -20,6 +21,9 @@ from services.orchestrator.core.render import stringify
 from services.orchestrator.core.values import parse_json
 
 _DOWNLOAD_KEYS = ("doc_id", "filename", "mime_type")
+# Text shaped like a component reference that the tokenizer does not take (e.g. `{iteration:0@generate:1}`:
+# a colon in the field), so it would reach the user as written.
+_LITERAL_REF = re.compile(r"\{\s*([A-Za-z0-9_:\-]+@[^{}\s\"']+)\s*\}")
 
 
 def as_download(value: Any) -> list[dict[str, Any]] | None:
@@ -48,6 +52,13 @@ def content_variants(params: dict[str, Any]) -> list[str]:
 @register
 class Message(Component):
     type_name = "Message"
+    static_outputs = ("content", "downloads")
+    unsupported_params = {
+        "output_format": "converting the answer into a file (markdown, html, pdf, docx, xlsx attachment) is not "
+                         "supported yet; add a DocGenerator node after the Message",
+        "auto_play": "text-to-speech is not available in this runtime",
+        "memory_ids": "saving answers to RAGFlow memories is not available in this runtime",
+    }
     default_timeout_s = 600.0
 
     @classmethod
@@ -72,8 +83,11 @@ class Message(Component):
                 buffered.append(piece)
 
         resolver = ctx.resolver
+        unresolved: list[str] = []
+        literal: list[str] = []
         for token in tokenize(template):
             if isinstance(token, str):
+                literal.extend(match.group(1) for match in _LITERAL_REF.finditer(token))
                 emit_text(token)
                 continue
             stream = self._live_stream(ctx, token)
@@ -82,6 +96,8 @@ class Message(Component):
                 downloads.extend(d for d in stream.downloads if d not in downloads)
                 continue
             value = resolver.value_of(token)
+            if value is None:
+                unresolved.append(token.expr)
             produced = self._producer_downloads(ctx, token)
             downloads.extend(d for d in produced if d not in downloads)
             found = as_download(value)
@@ -96,6 +112,7 @@ class Message(Component):
             if text:
                 ctx.emit(ev.MESSAGE_DELTA, {"component_id": self.id, "content": text})
         ctx.state.answers.append(text)
+        self._warn(ctx, unresolved, literal)
         end: dict[str, Any] = {"component_id": self.id, "content": text}
         if downloads:
             end["downloads"] = downloads
@@ -106,6 +123,20 @@ class Message(Component):
             end["reference"] = reference
         ctx.emit(ev.MESSAGE_END, end)
         return Outcome(outputs={"content": text, "downloads": downloads}, inputs={"template": template})
+
+    def _warn(self, ctx, unresolved: list[str], literal: list[str]) -> None:
+        """The answer is shown anyway, but not silently: each kind of reference that did not give text
+        is a warning event naming the references."""
+        if unresolved:
+            names = list(dict.fromkeys(unresolved))
+            ctx.emit(ev.WARNING, {"component_id": self.id, "code": "UNRESOLVED_REFERENCE", "references": names,
+                                  "message": "resolved to nothing and left an empty place in the answer: "
+                                             + ", ".join("{" + n + "}" for n in names)})
+        if literal:
+            names = list(dict.fromkeys(literal))
+            ctx.emit(ev.WARNING, {"component_id": self.id, "code": "LITERAL_REFERENCE", "references": names,
+                                  "message": "not a reference the runtime can read, shown as written: "
+                                             + ", ".join("{" + n + "}" for n in names)})
 
     @staticmethod
     def _live_stream(ctx, token: Ref):

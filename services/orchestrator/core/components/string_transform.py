@@ -14,6 +14,7 @@ from services.orchestrator.core.jinja_sandbox import render_jinja
 @register
 class StringTransform(Component):
     type_name = "StringTransform"
+    static_outputs = ("result",)
 
     @classmethod
     def check(cls, params: dict[str, Any]) -> list[Problem]:

@@ -20,6 +20,7 @@ def _ids(value: Any) -> list[str]:
 @register
 class Switch(Component):
     type_name = "Switch"
+    static_outputs = ("next",)
     default_timeout_s = 10.0
 
     @classmethod

@@ -49,6 +49,14 @@ class ToolNode(Component):
     is_tool = True
     durable_start = True
 
+    @classmethod
+    def output_names(cls, params: dict[str, Any]) -> set[str] | None:
+        from services.orchestrator.tools import default_registry
+
+        outputs = params.get("outputs")  # CodeExec's business output is declared here
+        return {*default_registry().get(cls.type_name).output_names, "downloads",
+                *(outputs if isinstance(outputs, dict) else ())}
+
     async def invoke(self, ctx) -> Outcome:
         from services.orchestrator.tools import default_registry
 
@@ -74,7 +82,11 @@ class ToolNode(Component):
             result, args = await self._repair_sql(ctx, tool, args, params, result, request_id)
         if result.error is not None:
             reason = getattr(result.error, "reason", "TOOL_ERROR")
-            raise NodeError(f"{self.node.type}: {result.error.message}", reason=reason, retryable=reason in _RETRYABLE)
+            # A ToolError's message already starts with its tool's name ("ExeSQL: ..."): name it once.
+            message = result.error.message
+            if not message.startswith(f"{self.node.type}:"):
+                message = f"{self.node.type}: {message}"
+            raise NodeError(message, reason=reason, retryable=reason in _RETRYABLE)
         outputs = dict(result.outputs)
         if result.downloads:
             outputs["downloads"] = [d.to_dict() for d in result.downloads]

@@ -26,6 +26,13 @@ from services.orchestrator.core.components.registry import register
 class UserFillUp(Component):
     type_name = "UserFillUp"
     default_timeout_s = None
+    static_outputs = ("tips",)
+    unsupported_params = {"layout_recognize": "files are read as text; RAGFlow's layout recognizers (OCR, DeepDOC) "
+                                              "are not available, so leave layout_recognize empty"}
+
+    @classmethod
+    def dynamic_outputs(cls, params: dict[str, Any]) -> list[str]:
+        return list(form_fields(params))
 
     def thoughts(self, ctx) -> str:
         return "Waiting for your input..."

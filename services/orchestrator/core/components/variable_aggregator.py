@@ -15,6 +15,12 @@ from services.orchestrator.core.refs import UnknownReferenceError
 @register
 class VariableAggregator(Component):
     type_name = "VariableAggregator"
+
+    @classmethod
+    def dynamic_outputs(cls, params: dict[str, Any]) -> list[str]:
+        groups = params.get("groups")
+        return [str(g["group_name"]) for g in groups if isinstance(g, dict) and g.get("group_name")] \
+            if isinstance(groups, list) else []
     default_timeout_s = 10.0
 
     @classmethod

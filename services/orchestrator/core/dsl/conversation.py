@@ -12,6 +12,10 @@ an implicit container of type `Conversation`:
 * the entry is the waiting node; edges from outside into the cycle must reach it (they are moved to
   the container), edges back to it from inside the cycle are the loop's repetition and are dropped
   (like a Loop body's edge back to its LoopItem), and edges leaving the cycle leave the container;
+* a cycle may hold several waiting nodes (RAGFlow's older templates send the conversation from one
+  Answer's loop into another's): every edge into a waiting node is a *turn edge* (`turn_edges`), and
+  each turn starts at the waiting node the previous turn's taken turn edge led to (the first at the
+  entry); the other waiting nodes sit that turn out;
 * each pass of the body is one turn, with the pass index in every journal key (the runner's
   container model), so pause/resume, takeover and replay work as for Loop bodies.
 
@@ -107,11 +111,12 @@ def fold(canvas: CanvasSpec, problems: list[CanvasProblem]) -> None:
                                               f"a conversation loop is entered through its waiting node '{entry}', "
                                               f"but '{edge.source}' leads into '{edge.target}'"))
             continue
-        _make_container(canvas, members, entry)
+        _make_container(canvas, members, entry, waiting)
 
 
-def _make_container(canvas: CanvasSpec, members: list[str], entry: str) -> None:
+def _make_container(canvas: CanvasSpec, members: list[str], entry: str, waiting: list[str]) -> None:
     inside = set(members)
+    turn_edges: list[list[str]] = []
     container_id = entry + SUFFIX
     edges: list[Edge] = []
     seen: set[tuple[str, str]] = set()
@@ -126,7 +131,9 @@ def _make_container(canvas: CanvasSpec, members: list[str], entry: str) -> None:
     for edge in canvas.edges:
         src_in, dst_in = edge.source in inside, edge.target in inside
         if src_in and dst_in:
-            if edge.target != entry:  # an edge back to the waiting node is the next turn
+            if edge.target in waiting:  # an edge into a waiting node: the next turn starts there
+                turn_edges.append([edge.source, edge.target])
+            else:
                 add(edge)
         elif dst_in:
             add(Edge(edge.source, container_id, edge.kind))
@@ -136,7 +143,9 @@ def _make_container(canvas: CanvasSpec, members: list[str], entry: str) -> None:
             downstream.append(edge.target)
         else:
             add(edge)
-    container = NodeSpec(id=container_id, type=CONVERSATION, params={"entry": entry, "members": list(members)},
+    container = NodeSpec(id=container_id, type=CONVERSATION,
+                         params={"entry": entry, "members": list(members), "waiting": list(waiting),
+                                 "turn_edges": turn_edges},
                          downstream=list(dict.fromkeys(downstream)), upstream=list(dict.fromkeys(upstream)),
                          name="Conversation")
     nodes: dict[str, NodeSpec] = {}
@@ -148,4 +157,6 @@ def _make_container(canvas: CanvasSpec, members: list[str], entry: str) -> None:
         nodes[node_id] = node
     canvas.nodes = nodes
     canvas.edges = edges
-    canvas.notes.append(f"conversation loop {' -> '.join(members)}: each turn waits at '{entry}'")
+    others = [w for w in waiting if w != entry]
+    canvas.notes.append(f"conversation loop {' -> '.join(members)}: the first turn waits at '{entry}'"
+                        + (f"; later turns at whichever of {', '.join([entry, *others])} the last turn led to" if others else ""))

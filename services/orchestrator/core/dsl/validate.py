@@ -7,9 +7,9 @@ from typing import Any
 from services.common.errors import FailedPreconditionError, FieldViolation, InvalidArgumentError, with_article
 from services.orchestrator.core.components import registry
 from services.orchestrator.core.components.base import common_problems
-from services.orchestrator.core.dsl.loader import CanvasProblem, LoadResult, load
+from services.orchestrator.core.dsl.loader import CanvasProblem, LoadResult, load, unwrap
 from services.orchestrator.core.dsl.model import CONTAINERS, CanvasSpec
-from services.orchestrator.core.refs import ALIASES, NOT_TEMPLATES, find_refs
+from services.orchestrator.core.refs import ALIASES, NOT_TEMPLATES, find_refs, whole_ref
 
 _RUNTIME_GLOBALS = ("sys.chat_template_kwargs",)
 
@@ -21,7 +21,8 @@ def validate(document: Any, tool_context: Any = None) -> LoadResult:
         return result
     canvas = result.canvas
     problems = result.problems
-    lowered = {n.lower() for n in canvas.nodes}
+    lowered = {n.lower(): n for n in canvas.nodes}
+    outputs = _output_names(canvas)
     for node in canvas.nodes.values():
         cls = registry.get(node.type)
         if cls is None:
@@ -35,21 +36,38 @@ def validate(document: Any, tool_context: Any = None) -> LoadResult:
                 problems.append(CanvasProblem(node.id, f"params.{field}", "BAD_PARAM", message))
             for field, message in cls.unsupported(node.params):
                 problems.append(CanvasProblem(node.id, f"params.{field}", "UNSUPPORTED", message))
-            if tool_context is not None and getattr(cls, "is_tool", False):
+            if getattr(cls, "is_tool", False):
                 from services.orchestrator.tools import default_registry
 
-                for problem in default_registry().validate(node.type, node.params, tool_context):
-                    problems.append(CanvasProblem(node.id, f"params.{problem.field}", "BAD_PARAM", problem.description))
-            if tool_context is not None and node.type == "Agent":
-                for field, message in _agent_tool_problems(node.params, tool_context):
-                    problems.append(CanvasProblem(node.id, f"params.{field}", "BAD_PARAM", message))
+                if tool_context is not None:
+                    for problem in default_registry().validate(node.type, node.params, tool_context):
+                        problems.append(CanvasProblem(node.id, f"params.{problem.field}", "BAD_PARAM", problem.description))
+                for problem in default_registry().unsupported(node.type, node.params, tool_context):
+                    problems.append(CanvasProblem(node.id, f"params.{problem.field}", "UNSUPPORTED", problem.description))
+            if node.type == "Agent":
+                if tool_context is not None:
+                    for field, message in _agent_tool_problems(node.params, tool_context):
+                        problems.append(CanvasProblem(node.id, f"params.{field}", "BAD_PARAM", message))
+                for field, message in _agent_tool_unsupported(node.params, tool_context):
+                    problems.append(CanvasProblem(node.id, f"params.{field}", "UNSUPPORTED", message))
         if node.type in CONTAINERS and not canvas.start_child(node.id):
             problems.append(CanvasProblem(node.id, "components", "BAD_CONTAINER", f"{node.type} has no {CONTAINERS[node.type]} child"))
-        _check_refs(canvas, node.id, problems, lowered)
+        _check_refs(canvas, node.id, problems, lowered, outputs)
     _check_scopes(canvas, problems)
     _check_reachability(canvas, problems)
     _check_cycles(canvas, problems)
+    _in_dsl_order(problems, document)
     return result
+
+
+def _in_dsl_order(problems: list[CanvasProblem], document: Any) -> None:
+    """Canvas-level problems first, then each component's in the order the DSL lists the components
+    (a stable sort: one component's problems keep the order they were found in). Components the
+    loader made (conversation loops) come last."""
+    dsl, _ = unwrap(document)
+    components = dsl.get("components") if isinstance(dsl, dict) else None
+    position = {cid: index for index, cid in enumerate(components if isinstance(components, dict) else ())}
+    problems.sort(key=lambda p: -1 if not p.component_id else position.get(p.component_id, len(position)))
 
 
 def _agent_tool_problems(params: dict[str, Any], tool_context: Any, prefix: str = "") -> list[tuple[str, str]]:
@@ -79,6 +97,24 @@ def _agent_tool_problems(params: dict[str, Any], tool_context: Any, prefix: str 
     return problems
 
 
+def _agent_tool_unsupported(params: dict[str, Any], tool_context: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """Params of an Agent's tool entries (sub-agents' too) set to something the tool cannot do."""
+    from services.orchestrator.tools import default_registry
+
+    registry = default_registry()
+    problems: list[tuple[str, str]] = []
+    for i, entry in enumerate(params.get("tools") if isinstance(params.get("tools"), list) else []):
+        if not isinstance(entry, dict):
+            continue
+        sub_params = entry.get("params") if isinstance(entry.get("params"), dict) else {}
+        if entry.get("component_name") == "Agent":
+            problems.extend(_agent_tool_unsupported(sub_params, tool_context, f"{prefix}tools[{i}].params."))
+        else:
+            problems.extend((f"{prefix}tools[{i}].params.{p.field}", p.description)
+                            for p in registry.unsupported(str(entry.get("component_name") or ""), sub_params, tool_context))
+    return problems
+
+
 async def check_mcp_servers(result: LoadResult, tool_context: Any) -> None:
     """ValidateCanvas only: Agents' configured MCP servers that do not answer `tools/list` within
     `tools.mcp.connect_timeout_s` become per-node problems (RunCanvas does not wait for this; the
@@ -98,7 +134,44 @@ async def check_mcp_servers(result: LoadResult, tool_context: Any) -> None:
                 result.problems.append(CanvasProblem(node.id, f"params.{param.field}", "BAD_PARAM", param.description))
 
 
-def _check_refs(canvas: CanvasSpec, node_id: str, problems: list[CanvasProblem], lowered: set[str]) -> None:
+def _output_names(canvas: CanvasSpec) -> dict[str, set[str] | None]:
+    """Per component, the output names a reference may read (None: any). A VariableAssigner's
+    targets count as outputs of the components they write to."""
+    names: dict[str, set[str] | None] = {}
+    for node in canvas.nodes.values():
+        cls = registry.get(node.type)
+        names[node.id] = cls.output_names(node.params) if cls is not None else None
+    lowered = {n.lower(): n for n in canvas.nodes}
+    for node in canvas.nodes.values():
+        variables = node.params.get("variables") if node.type == "VariableAssigner" else None
+        for item in variables if isinstance(variables, list) else []:
+            target = whole_ref(str(item.get("variable") or "")) if isinstance(item, dict) else None
+            owner = lowered.get(target.root.lower()) if target is not None and target.path else None
+            if owner is not None and names.get(owner) is not None:
+                names[owner].add(target.path[0])
+    return names
+
+
+def _output_problem(canvas: CanvasSpec, target_id: str, ref, outputs: dict[str, set[str] | None]) -> str | None:
+    """Why `ref` (to component `target_id`) names an output that component never produces, or None."""
+    allowed = outputs.get(target_id)
+    if allowed is None or not ref.path or ref.path[0].startswith("_"):
+        return None
+    target = canvas.nodes[target_id]
+    name = ref.path[0]
+    if name not in allowed:
+        listed = ", ".join(sorted(n for n in allowed if not n.startswith("_"))) or "none"
+        return f"'{ref.expr}' reads output '{name}', which {target_id} ({target.type}) does not produce (its outputs: {listed})"
+    cls = registry.get(target.type)
+    fields = cls.output_fields(target.params, name) if cls is not None and len(ref.path) > 1 else None
+    if fields is not None and ref.path[1] not in fields:
+        return (f"'{ref.expr}' reads '{ref.path[1]}' of {target_id}'s {name} output, which its schema does not define "
+                f"(its properties: {', '.join(sorted(fields))})")
+    return None
+
+
+def _check_refs(canvas: CanvasSpec, node_id: str, problems: list[CanvasProblem], lowered: dict[str, str],
+                outputs: dict[str, set[str] | None]) -> None:
     node = canvas.nodes[node_id]
     in_iteration = bool(node.parent_id) and canvas.nodes[node.parent_id].type == "Iteration"
     for key, value in node.params.items():
@@ -119,6 +192,11 @@ def _check_refs(canvas: CanvasSpec, node_id: str, problems: list[CanvasProblem],
             elif ref.root not in canvas.nodes and ref.root.lower() not in lowered:
                 problems.append(CanvasProblem(node_id, f"params.{key}", "DANGLING_REFERENCE",
                                               f"'{ref.expr}' references unknown component '{ref.root}'"))
+            else:
+                message = _output_problem(canvas, ref.root if ref.root in canvas.nodes else lowered[ref.root.lower()],
+                                          ref, outputs)
+                if message is not None:
+                    problems.append(CanvasProblem(node_id, f"params.{key}", "DANGLING_REFERENCE", message))
 
 
 def _sys_names(canvas: CanvasSpec) -> set[str]:
@@ -182,6 +260,9 @@ def _check_reachability(canvas: CanvasSpec, problems: list[CanvasProblem]) -> No
             start = canvas.start_child(current)
             if start:
                 pending.append(start)
+            # a conversation's turns may start at any of its waiting nodes (dsl/conversation.py)
+            if canvas.nodes[current].type == "Conversation":
+                pending.extend(str(w) for w in canvas.nodes[current].params.get("waiting") or [] if w in canvas.nodes)
     for node in canvas.nodes.values():
         if node.id not in reached:
             problems.append(CanvasProblem(node.id, "upstream", "UNREACHABLE", "no path from Begin reaches this component"))

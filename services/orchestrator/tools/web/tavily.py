@@ -31,6 +31,7 @@ def _domains(value: Any) -> list[str]:
 class TavilySearch(Tool):
     component_name = "TavilySearch"
     function_name = "tavily_search"
+    output_names = ("formalized_content", "json", "answer", "images")
     description = (
         "Search the web with Tavily, a search engine optimised for LLMs, and return the most relevant "
         "pages with their content."
@@ -121,7 +122,23 @@ class TavilySearch(Tool):
         result = search_result(context, results, source="tavily")
         if isinstance(data, dict) and data.get("answer"):
             result.outputs["answer"] = data["answer"]
+        images = _images(data) if params.get("include_images") else []
+        if images:  # asked for: the node's `images` output and the model's text list them
+            result.outputs["images"] = images
+            result.content += "\n\nImages:\n" + "\n".join(
+                f"- {i['url']}" + (f" ({i['description']})" if i.get("description") else "") for i in images)
         return result
+
+
+def _images(data: Any) -> list[dict[str, str]]:
+    """Tavily's `images`: URLs, or {url, description} with include_image_descriptions."""
+    found = []
+    for item in data.get("images") or [] if isinstance(data, dict) else []:
+        if isinstance(item, str):
+            found.append({"url": item})
+        elif isinstance(item, dict) and item.get("url"):
+            found.append({"url": str(item["url"]), "description": str(item.get("description") or "")})
+    return found
 
 
 def _urls(value: Any) -> list[str]:
@@ -135,6 +152,7 @@ def _urls(value: Any) -> list[str]:
 class TavilyExtract(Tool):
     component_name = "TavilyExtract"
     function_name = "tavily_extract"
+    output_names = ("formalized_content", "json", "failed_results", "images")
     description = "Extract the main content of web pages, given their URLs, with Tavily."
     arguments_schema = {
         "type": "object",
@@ -153,6 +171,7 @@ class TavilyExtract(Tool):
             "urls": {"type": "string", "default": ""},
             "extract_depth": {"type": "string", "enum": ["basic", "advanced"], "default": "basic"},
             "format": {"type": "string", "enum": ["markdown", "text"], "default": "markdown"},
+            "include_images": {"type": "boolean", "default": False},
         },
     }
 
@@ -168,7 +187,8 @@ class TavilyExtract(Tool):
             api,
             "POST",
             f"{http.require_base_url(self.component_name, api)}/extract",
-            json={"urls": urls, "extract_depth": params.get("extract_depth") or "basic", "format": params.get("format") or "markdown"},
+            json={"urls": urls, "extract_depth": params.get("extract_depth") or "basic", "format": params.get("format") or "markdown",
+                  "include_images": bool(params.get("include_images"))},
             headers={"Authorization": f"Bearer {key}"},
         )
         data = data if isinstance(data, dict) else {}
@@ -178,6 +198,10 @@ class TavilyExtract(Tool):
             if isinstance(r, dict)
         ]
         result = search_result(context, results, source="tavily_extract")
+        images = [{"url": str(u), "source": str(r.get("url") or "")} for r in data.get("results") or [] if isinstance(r, dict)
+                  for u in r.get("images") or [] if isinstance(u, str)] if params.get("include_images") else []
+        if images:
+            result.outputs["images"] = images
         failed = [f for f in data.get("failed_results") or [] if isinstance(f, dict)]
         if failed:
             result.outputs["failed_results"] = failed
