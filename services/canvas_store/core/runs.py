@@ -256,7 +256,7 @@ class RunService:
 def run_spec(spec: Any, max_bytes: int) -> None:
     """What a run record must hold for an orchestrator to load it: a spec object with the canvas's DSL (an
     object with a `components` object), and, when present, `globals`/`inputs` objects and `resume_from` a
-    string. A record without them used to be accepted and then failed on every replica that took it over."""
+    string. A record without them would be taken over, and fail to load, on every replica in turn."""
     if not isinstance(spec, dict) or not spec:
         raise InvalidArgumentError.for_field("run.spec", "is required: an object holding the canvas's `dsl`")
     if "dsl" not in spec:

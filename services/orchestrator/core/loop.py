@@ -211,7 +211,8 @@ class RunLoop:
 
     async def _end_unloadable(self, record: RunRecord, lease: Lease, cause: UnloadableRun) -> RunStatus | None:
         """End a run that cannot be loaded FAILED (RUN_SPEC_INVALID) in one commit: loading it again
-        fails the same way on every replica, which used to take it over and crash, again and again."""
+        fails the same way on every replica, so leaving it unfinished would have each of them take it over and
+        fail on it again and again."""
         logger.warning("run %s: cannot be loaded (%s); ending it FAILED", record.id, cause)
         error = RunError(UNLOADABLE_REASON, f"the run cannot be loaded: {cause}")
         events: list[ev.Event] = []
