@@ -45,7 +45,8 @@ from agentcanvas.v1 import orchestrator_pb2
 from services.orchestrator.adapters.memory import InMemoryRunStore
 from services.orchestrator.core.context import Services
 from services.orchestrator.core.loop import LoopSettings
-from services.orchestrator.core.orchestrator import Orchestrator, RunRequest
+from services.orchestrator.core.orchestrator import Orchestrator
+from services.orchestrator.core.run_request import RunRequest
 from services.orchestrator.core.ports import ChatChunk, ChatRequest
 from services.orchestrator.core.runner import Limits
 

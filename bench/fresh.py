@@ -27,6 +27,7 @@ import os
 import re
 import resource
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -50,6 +51,12 @@ def phase_of(step: str) -> str:
     return "pip"
 
 
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def emit(**fields: object) -> None:
     print(json.dumps({"bench": "fresh", **fields}), flush=True)
 
@@ -66,7 +73,12 @@ def main(argv: list[str] | None = None) -> int:
     work.chmod(0o755)  # like a home checkout: the sandbox's unprivileged worker mounts the clone's site-packages
     clone = work / "agent-canvas"
     env = {key: value for key, value in os.environ.items() if not key.startswith(("AGENT_CANVAS", "VIRTUAL_ENV"))}
-    env.update(AGENT_CANVAS_DATA_DIR=str(work / "data"),
+    # Addresses nobody else uses: the demo must boot the clone's own services, not reach whatever answers at the
+    # default ports on this machine.
+    config = work / "config.yaml"
+    config.write_text("addresses:\n" + "".join(f"  {name}: 127.0.0.1:{_free_port()}\n" for name in
+                                               ("canvas_store", "orchestrator", "llm_gateway", "sandbox")))
+    env.update(AGENT_CANVAS_DATA_DIR=str(work / "data"), AGENT_CANVAS_CONFIG=str(config),
                AGENT_CANVAS_WHEEL_CACHE=args.wheel_cache or str(work / "wheels"),
                PYTHONUNBUFFERED="1")
     try:
@@ -76,25 +88,28 @@ def main(argv: list[str] | None = None) -> int:
         assert not (clone.parent / "shared").exists()
         durations: dict[str, float] = {"apt": 0.0, "pip": 0.0, "llama_build": 0.0, "first_run": 0.0}
         phase, mark = "pip", time.monotonic()
-        stderr_tail: list[str] = []
-        process = subprocess.Popen(["./scripts/demo.sh", args.question], cwd=clone, env=env, stdout=subprocess.PIPE,
+        status = "none"
+        answer_file = (work / "answer.txt").open("w+")  # a file, not a pipe: stdout is read only at the end
+        process = subprocess.Popen(["./scripts/demo.sh", args.question], cwd=clone, env=env, stdout=answer_file,
                                    stderr=subprocess.PIPE, text=True, errors="replace")
-        assert process.stderr is not None and process.stdout is not None
+        assert process.stderr is not None
         for raw in process.stderr:
             line = ANSI.sub("", raw.rstrip("\n"))
             print(line, file=sys.stderr, flush=True)  # the user's view: setup's steps and the build's progress
-            stderr_tail = (stderr_tail + [line])[-40:]
+            if finished := re.search(r"■ (\w+)", line):  # the run's end, however much is logged after it
+                status = finished[1]
             step = STEP.search(line)
             if step and phase != "first_run":
                 now = time.monotonic()
                 durations[phase] += now - mark
                 phase, mark = phase_of(step[1]), now
-        answer = process.stdout.read().strip()
         code = process.wait()
+        answer_file.seek(0)
+        answer = answer_file.read().strip()
+        answer_file.close()
         durations[phase] += time.monotonic() - mark
         total = time.monotonic() - started
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-        status = next((m[1] for line in stderr_tail if (m := re.search(r"■ (\w+)", line))), "none")
         for name, seconds in durations.items():
             emit(metric="phase", phase=name, seconds=round(seconds, 1), cpus=cpus)
         ok = code == 0 and status == "SUCCEEDED" and bool(answer)

@@ -172,6 +172,15 @@ def metrics_host(section: Mapping[str, object], service_host: str) -> str:
     return str(section.get("metrics_host") or service_host)
 
 
+def start_metrics(service: str, section: Mapping[str, object], host: str) -> None:
+    """The Prometheus side port, when `METRICS_PORT` or `<section>.metrics_port` asks for one (gRPC services and
+    the HTTP facade alike)."""
+    at = metrics_host(section, host)
+    port = telemetry.start_metrics_server(int(os.environ.get("METRICS_PORT") or section.get("metrics_port", 0)), at)
+    if port:
+        logger.info("%s metrics on %s:%d/metrics", service, at, port)
+
+
 def run_service(definition: ServiceDefinition, config: Config, *, host: str | None = None, port: int | None = None) -> int:
     """Run until SIGTERM/SIGINT, drain, and return the exit code (0 on a clean drain)."""
     host = listen_host(host)
@@ -185,10 +194,7 @@ def run_service(definition: ServiceDefinition, config: Config, *, host: str | No
                                                 f"{section_name}.event_loop", uvloop_allowed=definition.uvloop_allowed)
         authenticator = TokenAuthenticator.from_config(config)
     telemetry.configure_tracing(definition.name, config)
-    metrics_at = metrics_host(section, host)
-    metrics_port = telemetry.start_metrics_server(int(os.environ.get("METRICS_PORT") or section.get("metrics_port", 0)), metrics_at)
-    if metrics_port:
-        logger.info("%s metrics on %s:%d/metrics", definition.name, metrics_at, metrics_port)
+    start_metrics(definition.name, section, host)
 
     async def main() -> int:
         running = await start_server(definition, config, host=host, port=config.port(definition.name) if port is None else port,

@@ -16,7 +16,7 @@ import uvicorn
 
 from services.common import event_loops, telemetry
 from services.common import logging as structured_logging
-from services.common.bootstrap import configuration_errors, listen_host
+from services.common.bootstrap import configuration_errors, listen_host, start_metrics
 from services.common.errors import FailedPreconditionError
 from services.common.settings import Config
 from services.http_api.app import build_app
@@ -63,7 +63,8 @@ class Server(uvicorn.Server):
 
 def run(config: Config, *, host: str | None = None, port: int | None = None) -> int:
     log = config.section("log")
-    structured_logging.configure(str(log.get("level", "INFO")), str(log.get("format", "json")))
+    structured_logging.configure(str(log.get("level", "INFO")), str(log.get("format", "json")), service=SERVICE)
+    structured_logging.register_config_secrets(config.raw, os.environ)
     section = config.section("http")
     with configuration_errors(SERVICE):
         settings = HttpSettings.from_section(section)
@@ -73,9 +74,7 @@ def run(config: Config, *, host: str | None = None, port: int | None = None) -> 
     host = listen_host(host)
     sock = bind(host, port)
     telemetry.configure_tracing(SERVICE, config)
-    metrics_port = telemetry.start_metrics_server(int(os.environ.get("METRICS_PORT") or section.get("metrics_port", 0)))
-    if metrics_port:
-        logger.info("%s metrics on :%d/metrics", SERVICE, metrics_port)
+    start_metrics(SERVICE, section, host)
     server = Server(uvicorn.Config(
         # httptools (C) parses requests; uvicorn's pure-Python h11 costs several times more CPU per request
         app, log_config=None, access_log=False, lifespan="on", loop="none", http="httptools", proxy_headers=False,

@@ -21,16 +21,14 @@ from starlette.responses import Response
 
 from services.common import errors, telemetry
 from services.common.auth import TokenAuthenticator
-from services.common.structs import find_inexact_integer, find_too_deep
 from services.http_api.adapters.grpc_backend import Channels, GrpcBackend
 from services.http_api.core.agents import Agents
 from services.http_api.core.errors import ApiError, RetCode, argument, from_domain, unauthorized
+from services.http_api.core.params import NotJson, json_value
 from services.http_api.settings import HttpSettings
 
 logger = logging.getLogger(__name__)
 INTERNAL = "INTERNAL: unexpected error; see the service log"
-MAX_DEPTH = 64
-"""JSON bodies nest at most this deep (a DSL needs far fewer levels; the store allows 30 in a canvas)."""
 REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 
@@ -101,19 +99,13 @@ class Context:
                 raise argument("The request body must be a JSON object.")
             return {}
         try:
-            value = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise argument(f"The request body is not valid JSON ({type(exc).__name__}: {exc}).") from None
-        except RecursionError:
-            raise argument(f"The request body is nested more than {MAX_DEPTH} levels deep.") from None
+            value = json_value(raw.decode("utf-8"), "The request body")
+        except UnicodeDecodeError as exc:
+            raise argument(f"The request body is not valid JSON (UnicodeDecodeError: {exc}).") from None
+        except NotJson as exc:
+            raise argument(f"The request body is not valid JSON ({exc}).") from None
         if not isinstance(value, dict):
             raise argument("The request body must be a JSON object.")
-        deep = find_too_deep(value, MAX_DEPTH)
-        if deep is not None:
-            raise argument(f"`{deep.lstrip('.')}` is nested more than {MAX_DEPTH} levels deep.")
-        inexact = find_inexact_integer(value)
-        if inexact is not None:  # Struct numbers are doubles: such an integer would arrive changed
-            raise argument(f"`{inexact[0].lstrip('.')}`: the integer {inexact[1]} is beyond ±2^53 and cannot be kept exactly.")
         return value
 
     async def raw_body(self, request: Request) -> bytes:
@@ -133,10 +125,6 @@ class Context:
         except ClientDisconnect:
             raise ApiError(RetCode.ARGUMENT_ERROR, "The client closed the connection while sending the body.") from None
         return b"".join(chunks)
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 Handler = Callable[[Context, Request], Awaitable[Response]]

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 from urllib.parse import parse_qs
 
 from starlette.requests import Request
 from starlette.responses import Response
 
+from services.http_api.core.params import NotJson, json_value
 from services.http_api.core.webhooks import WebhookCall, Webhooks
 from services.http_api.server import Context, json_response
 
@@ -24,8 +24,8 @@ async def _call(context: Context, request: Request) -> WebhookCall:
             body = {key: values[0] if len(values) == 1 else values for key, values in parse_qs(text).items()}
         else:
             try:
-                body = json.loads(text)
-            except ValueError:
+                body = json_value(text, "The request body")
+            except NotJson:
                 body = text
     query: dict[str, Any] = {}
     for key, value in request.query_params.multi_items():

@@ -14,7 +14,8 @@ from services.common.errors import InvalidArgumentError
 from services.common.json_text import dump_object, parse_object, sorted_keys
 from services.common.structs import from_struct, to_struct
 from services.orchestrator.adapters.event_proto import to_proto
-from services.orchestrator.core.orchestrator import InputFileData, Orchestrator, RunRequest
+from services.orchestrator.core.orchestrator import Orchestrator
+from services.orchestrator.core.run_request import InputFileData, RunRequest
 from services.orchestrator.core.events import now_ms
 from services.orchestrator.core.ports import RunRecord
 
@@ -130,7 +131,7 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
             dsl_key=dsl_key, decode_dsl=decode,
             inputs=from_struct(request.inputs), session_id=request.session_id, user_id=request.user_id,
             request_id=request.request_id, resume_run_id=request.resume_run_id,
-            webhook_payload=from_struct(request.webhook_payload) if request.HasField("webhook_payload") else None,
+            webhook_payload=from_struct(request.webhook_payload, "webhook_payload") if request.HasField("webhook_payload") else None,
             files=[InputFileData(f.name, f.mime_type, f.content, f.url) for f in request.files],
         )
         return await self._orchestrator.start_run(run_request, identity.tenant_id if identity else "",

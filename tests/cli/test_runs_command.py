@@ -365,8 +365,9 @@ def test_version_names_the_package_and_the_protocol(capsys):
 # -- a live run: tail follows it, SIGTERM stops a tail like Ctrl-C, cancel ends it --------------------------
 
 def slow_dsl() -> dict:
-    """Begin -> code (sleeps 8 s in the sandbox, below its 10 s wall limit) -> msg: a run that stays RUNNING."""
-    script = "import time\ndef main():\n    time.sleep(8)\n    return 'done'\n"
+    """Begin -> code (sleeps 40 s in the sandbox, below CodeExec's 60 s wall limit, tools.code_exec.timeout_s) -> msg:
+    a run that stays RUNNING while the test follows, shows and cancels it, however busy the machine."""
+    script = "import time\ndef main():\n    time.sleep(40)\n    return 'done'\n"
     return {"components": {
         "begin": node("Begin", {}, ["code"]),
         "code": node("CodeExec", {"lang": "python3", "script": script, "arguments": {},
@@ -398,7 +399,6 @@ def test_runs_tail_follows_a_live_run_sigterm_stops_it_and_cancel_ends_it(up, ac
         assert viewer.wait(timeout=60) == 130
         assert "Traceback" not in viewer.stderr.read().decode()
 
-        # In this process: a CLI started per call could take long enough on a busy machine for the code to finish.
         assert ac("runs", "show", run_id)[1].splitlines()[1].split() == ["status", "RUNNING"]
         code, out, _ = ac("runs", "cancel", run_id)
         assert code == 0 and out.split("\t")[0] == run_id

@@ -41,6 +41,9 @@ def test_an_agent_is_created_updated_and_its_sessions_listed(cluster):
         listed = http.get(f"/api/v1/agents/{agent_id}/sessions", params={"page_size": 2, "dsl": "false"}).json()
         assert listed["code"] == 0 and listed["total"] == 3 and len(listed["data"]) == 2
         assert all(row["agent_id"] == agent_id and "dsl" not in row for row in listed["data"])
+        for column in ("dsl", "message"):  # objects and lists have no order: the store's order is kept
+            by_object = http.get(f"/api/v1/agents/{agent_id}/sessions", params={"orderby": column}).json()
+            assert by_object["code"] == 0 and len(by_object["data"]) == 3, by_object
         one = http.get(f"/api/v1/agents/{agent_id}/sessions/{sessions[0]}").json()["data"]
         assert one["id"] == sessions[0] and one["dialog_id"] == agent_id and one["dsl"]["components"]
         partial = http.request("DELETE", f"/api/v1/agents/{agent_id}/sessions", json={"ids": [sessions[0], "0" * 32]}).json()

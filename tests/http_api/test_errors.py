@@ -46,6 +46,11 @@ def test_unknown_routes_and_methods_are_json(cluster):
     ({}, 101, "No title in request."),
     ({"title": "x"}, 101, "No DSL data in request."),
     ({"title": "x", "dsl": "{not json"}, 101, "Invalid DSL: not JSON"),
+    ({"title": "x", "dsl": '{"components": NaN}'}, 101, "Invalid DSL: not JSON"),
+    ({"title": "x", "dsl": "[" * 5000 + "]" * 5000}, 101, "nested more than"),
+    ({"title": "x", "dsl": '{"components": {}, "n": 18014398509481985}'}, 101, "`n`: the integer"),
+    ({"title": "x", "dsl": HELLO, "canvas_category": ["agent"]}, 101, "`canvas_category` must be one of"),
+    ({"title": "x", "dsl": HELLO, "permission": {"me": 1}}, 101, "`permission` must be"),
     ({"title": "x", "dsl": [1, 2]}, 101, "Invalid DSL: must be a JSON object."),
     ({"title": 5, "dsl": HELLO}, 101, "`title` must be a string."),
     ({"title": "x", "dsl": {"components": "nope"}}, 101, "canvas.dsl"),  # the store's field, named

@@ -108,7 +108,8 @@ def test_a_dropped_stream_resumes_with_last_event_id_with_nothing_lost_or_repeat
 def test_a_reader_that_asks_for_it_cancels_its_run_by_going_away(cluster):
     agent_id = create_agent(cluster, "SSE cancel on disconnect")
     session_id = create_session(cluster, agent_id)
-    cluster.model.queue(slow_answer(40))
+    # 40 words a second apart: the cancel lands long before the answer could end, however busy the machine.
+    cluster.model.queue(Stream(chunks=[{"content": f"w{i} "} for i in range(40)], chunk_delay_s=1.0))
     body = {"agent_id": agent_id, "session_id": session_id, "query": "Talk", "stream": True, "cancel_on_disconnect": True}
     # A stream sends a Message's text once the node finishes (TEXT_DELIVERY_CONFIRMED), so the reader leaves as
     # soon as the run exists: the response's headers come after the run's first event.

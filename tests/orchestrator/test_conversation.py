@@ -17,7 +17,7 @@ from services.common.settings import Config
 from services.orchestrator.adapters.memory import InMemoryRunStore
 from services.orchestrator.core.dsl.loader import load
 from services.orchestrator.core.dsl.validate import load_for_run, validate
-from services.orchestrator.core.orchestrator import RunRequest
+from services.orchestrator.core.run_request import RunRequest
 from services.orchestrator.core.ports import RunStatus
 from services.orchestrator.tools import ToolRuntime, ToolsSettings
 from tests.orchestrator.support.harness import dsl, finished, kinds, make_orchestrator, node_events, until

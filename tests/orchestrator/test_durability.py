@@ -14,7 +14,7 @@ import pytest
 
 from services.common.errors import AbortedError
 from services.orchestrator.adapters.memory import InMemoryRunStore
-from services.orchestrator.core.orchestrator import RunRequest
+from services.orchestrator.core.run_request import RunRequest
 from services.orchestrator.core.dsl.loader import load
 from services.orchestrator.core.ports import RunRecord, RunStatus
 from tests.orchestrator.support.harness import dsl, finished, kinds, make_orchestrator, node_events, until

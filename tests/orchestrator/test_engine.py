@@ -67,7 +67,7 @@ async def test_slow_branch_does_not_delay_the_other_branch():
                "slow": {"type": "LLM", "params": {"llm_id": "m"}, "down": ["end"]},
                "fast": noop(["fast2"]), "fast2": noop(["fast3"]), "fast3": noop(["end"]), "end": noop()})
     orch = make_orchestrator(llm=Gated())
-    from services.orchestrator.core.orchestrator import RunRequest
+    from services.orchestrator.core.run_request import RunRequest
     record = await orch.start_run(RunRequest(dsl=doc, query="q"))
     seen = []
     async for event in orch.stream_events(record.id):

@@ -8,7 +8,7 @@ import asyncio
 from services.orchestrator.adapters.memory import InMemoryRunStore
 from services.orchestrator.core.events import Event
 from services.orchestrator.core.feed import RunFeed
-from services.orchestrator.core.orchestrator import RunRequest
+from services.orchestrator.core.run_request import RunRequest
 from services.orchestrator.core.ports import RunStatus
 from tests.orchestrator.support.harness import dsl, finished, make_orchestrator
 from tests.orchestrator.support.scripted_llm import ScriptedLlm

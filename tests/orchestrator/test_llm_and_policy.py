@@ -50,7 +50,7 @@ async def test_generation_flags_and_structured_output():
 
 
 async def test_history_is_passed_from_the_session(tmp_path):
-    from services.orchestrator.core.orchestrator import RunRequest
+    from services.orchestrator.core.run_request import RunRequest
     llm = ScriptedLlm({"m": [[("text", "one")], [("text", "two")]]})
     orch = make_orchestrator(llm=llm)
     session = orch.store.create_session()

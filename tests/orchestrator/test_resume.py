@@ -24,7 +24,7 @@ from services.common.structs import from_struct, to_struct
 from services.common.errors import AbortedError, FailedPreconditionError, InvalidArgumentError, NotFoundError
 from services.orchestrator.adapters.memory import InMemoryRunStore
 from services.orchestrator.app import build_definition
-from services.orchestrator.core.orchestrator import RunRequest
+from services.orchestrator.core.run_request import RunRequest
 from services.orchestrator.core.ports import RunStatus
 from tests.orchestrator.support.harness import BothArrived, DiesOnce, dsl, finished, kinds, make_orchestrator, node_events
 from tests.orchestrator.support.scripted_llm import ScriptedLlm

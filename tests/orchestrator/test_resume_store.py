@@ -22,7 +22,7 @@ from services.common.context import token_var
 from services.common.errors import AbortedError, InvalidArgumentError
 from services.common.structs import to_struct
 from services.orchestrator.adapters.store_grpc import GrpcRunStore
-from services.orchestrator.core.orchestrator import RunRequest
+from services.orchestrator.core.run_request import RunRequest
 from services.orchestrator.core.ports import RunStatus
 from tests.orchestrator.support.harness import BothArrived, DiesOnce, finished, make_orchestrator
 from tests.orchestrator.support.scripted_llm import ScriptedLlm

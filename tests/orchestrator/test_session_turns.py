@@ -15,7 +15,7 @@ import pytest
 
 from services.common.errors import AbortedError
 from services.orchestrator.core.events import WORKFLOW_FINISHED, Event
-from services.orchestrator.core.orchestrator import RunRequest
+from services.orchestrator.core.run_request import RunRequest
 from services.orchestrator.core import sessions
 from services.orchestrator.core.ports import RunRecord, RunStatus
 from tests.orchestrator.support.harness import dsl, finished, make_orchestrator

@@ -21,7 +21,7 @@ from services.common.errors import FailedPreconditionError
 from services.common.structs import to_struct
 from services.orchestrator.adapters.memory import InMemoryRunStore
 from services.orchestrator.adapters.store_grpc import GrpcRunStore
-from services.orchestrator.core.orchestrator import RunRequest
+from services.orchestrator.core.run_request import RunRequest
 from services.orchestrator.core.ports import RunStatus
 from tests.orchestrator.support.harness import dsl, finished, kinds, make_orchestrator, until
 from tests.orchestrator.support.scripted_llm import ScriptedLlm

@@ -25,7 +25,7 @@ from services.common.errors import AbortedError
 from services.common.settings import Config
 from services.orchestrator.adapters.store_grpc import GrpcRunStore
 from services.orchestrator.core.events import Event
-from services.orchestrator.core.orchestrator import RunRequest
+from services.orchestrator.core.run_request import RunRequest
 from services.orchestrator.core.ports import RunRecord, RunStatus, Step
 from tests.orchestrator.support.harness import dsl, finished, make_orchestrator
 from tests.support.databases import temporary_database

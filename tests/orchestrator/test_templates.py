@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from services.orchestrator.adapters.gateway_grpc import to_request
-from services.orchestrator.core.orchestrator import InputFileData
+from services.orchestrator.core.run_request import InputFileData
 from services.orchestrator.core.ports import RunStatus
 from tests.orchestrator.support.harness import finished, make_orchestrator, node_events, run_dsl
 from tests.orchestrator.support.scripted_llm import ScriptedLlm

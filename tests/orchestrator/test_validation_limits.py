@@ -10,7 +10,7 @@ import pytest
 from services.common.errors import InvalidArgumentError
 from services.orchestrator.core.components.containers import MAX_LOOP_COUNT
 from services.orchestrator.core.dsl.validate import load_for_run, validate
-from services.orchestrator.core.orchestrator import RunRequest
+from services.orchestrator.core.run_request import RunRequest
 from services.orchestrator.core.ports import RunStatus
 from tests.orchestrator.support.harness import dsl, finished, make_orchestrator, run_dsl
 

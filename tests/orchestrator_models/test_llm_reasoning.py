@@ -113,7 +113,7 @@ async def test_history_window_limits_the_turns_sent(gateway):
 
 
 async def test_images_in_sys_files_are_sent_as_image_parts(gateway):
-    from services.orchestrator.core.orchestrator import InputFileData
+    from services.orchestrator.core.run_request import InputFileData
 
     llm, provider = gateway
     orch = make_orchestrator(InMemoryRunStore(), llm)

@@ -96,12 +96,12 @@ class Agents:
                                          avatar=text_field(body, "avatar") or "", release=flag(body.get("release")))
         category = body.get("canvas_category")
         if category:
-            if category not in views.CATEGORY_BY_NAME:
+            if not isinstance(category, str) or category not in views.CATEGORY_BY_NAME:
                 raise argument(f"`canvas_category` must be one of {', '.join(views.CATEGORY_BY_NAME)}.")
             canvas.category = views.CATEGORY_BY_NAME[category]
         permission = body.get("permission")
         if permission:
-            if permission not in views.PERMISSION_BY_NAME:
+            if not isinstance(permission, str) or permission not in views.PERMISSION_BY_NAME:
                 raise argument("`permission` must be 'me' or 'team'.")
             canvas.permission = views.PERMISSION_BY_NAME[permission]
         try:
@@ -128,7 +128,7 @@ class Agents:
             canvas.release = flag(body["release"])
             paths.append("release")
         if body.get("permission") is not None:
-            if body["permission"] not in views.PERMISSION_BY_NAME:
+            if not isinstance(body["permission"], str) or body["permission"] not in views.PERMISSION_BY_NAME:
                 raise argument("`permission` must be 'me' or 'team'.")
             canvas.permission = views.PERMISSION_BY_NAME[body["permission"]]
             paths.append("permission")

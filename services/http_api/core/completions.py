@@ -23,6 +23,7 @@ from services.http_api.core.known import SESSION_AGENTS
 from services.http_api.core.params import flag
 
 logger = logging.getLogger(__name__)
+_CANCELS: set[asyncio.Task] = set()
 
 DENIED = "Make sure you have permission to access the agent."
 
@@ -132,7 +133,9 @@ class RunStream:
         if self.cancel_on_disconnect and not self.finished and self.run_id:
             # The reader went away and asked for its run to stop with it; done in its own task because
             # the reader's task is being cancelled.
-            asyncio.get_running_loop().create_task(self._cancel())
+            task = asyncio.get_running_loop().create_task(self._cancel())
+            _CANCELS.add(task)  # the loop keeps only a weak reference: unheld, the cancel could be collected
+            task.add_done_callback(_CANCELS.discard)
 
     async def _cancel(self) -> None:
         try:

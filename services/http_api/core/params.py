@@ -6,9 +6,40 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from services.common.structs import find_inexact_integer, find_too_deep
 from services.http_api.core.errors import ApiError, RetCode, argument
 
 MAX_PAGE_SIZE = 100
+MAX_DEPTH = 64
+"""How deep a JSON value from a client may nest (the store keeps DSLs shallower still)."""
+
+
+class NotJson(ValueError):
+    """The text is not JSON at all (a webhook then takes it as plain text)."""
+
+
+def json_value(text: str, what: str) -> Any:
+    """Client JSON as the services can carry it: no NaN/Infinity, at most MAX_DEPTH levels, and no integer a
+    double would change (Struct numbers are doubles). Text that is not JSON is NotJson; JSON the services
+    cannot carry is a RAGFlow argument error naming `what` or the path inside it."""
+    try:
+        value = json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise argument(f"{what} is nested more than {MAX_DEPTH} levels deep.") from None
+    except ValueError as exc:
+        raise NotJson(f"{type(exc).__name__}: {exc}") from None
+    deep = find_too_deep(value, MAX_DEPTH)
+    if deep is not None:
+        raise argument(f"`{deep.lstrip('.') or what}` is nested more than {MAX_DEPTH} levels deep.")
+    inexact = find_inexact_integer(value)
+    if inexact is not None:
+        raise argument(f"`{inexact[0].lstrip('.') or what}`: the integer {inexact[1]} is beyond ±2^53 and cannot be "
+                       "kept exactly.")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def truthy_desc(value: Any, default: bool = True) -> bool:
@@ -51,6 +82,10 @@ def sort_rows(rows: list[dict[str, Any]], orderby: str, desc: bool) -> list[dict
     if not rows or orderby not in rows[0]:
         return rows
 
+    values = [row.get(orderby) for row in rows]
+    if not (all(isinstance(v, str | None) for v in values) or all(isinstance(v, int | float | None) for v in values)):
+        return rows  # objects, lists or mixed kinds have no order: keep the store's
+
     def key(row: dict[str, Any]) -> tuple[int, Any]:
         value = row.get(orderby)
         if value is None:
@@ -69,9 +104,9 @@ def dsl_value(value: Any) -> dict[str, Any]:
     """`dsl` as an object or as JSON text (RAGFlow takes both)."""
     if isinstance(value, str):
         try:
-            value = json.loads(value)
-        except ValueError as exc:
-            raise argument(f"Invalid DSL: not JSON ({exc.msg})") from None
+            value = json_value(value, "dsl")
+        except NotJson as exc:
+            raise argument(f"Invalid DSL: not JSON ({exc})") from None
     if not isinstance(value, dict):
         raise argument("Invalid DSL: must be a JSON object.")
     return value

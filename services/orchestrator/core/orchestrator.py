@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import copy
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 from services.common.context import deadline_var, new_trace_id, token_var, trace_id_var
@@ -28,10 +26,10 @@ from services.orchestrator.core.events import WORKFLOW_FINISHED, WORKFLOW_STARTE
 from services.orchestrator.core.feed import RunFeed
 from services.orchestrator.core.loop import LoopSettings, RunLoop
 from services.orchestrator.core.ports import RunError, RunRecord, RunStatus, RunStore, Step, acting_as
+from services.orchestrator.core.run_request import RunRequest, file_value
 
 logger = logging.getLogger(__name__)
 
-MAX_TEXT_FILE_BYTES = 2 * 1024 * 1024
 # Attempts to lease a paused run that is being cancelled while its holder still hands its lease back
 # (backoff 50 ms doubling: about 1.5 s in all).
 _CANCEL_LEASE_ATTEMPTS = 5
@@ -49,38 +47,6 @@ class _TurnMovedOn(Exception):
         self.unrecorded_run_id = unrecorded_run_id
 
 
-@dataclass
-class InputFileData:
-    name: str = ""
-    mime_type: str = ""
-    content: bytes = b""
-    url: str = ""
-
-
-@dataclass
-class RunRequest:
-    canvas_id: str = ""
-    revision_id: str = ""
-    dsl: dict[str, Any] | None = None
-    """An inline DSL (or see decode_dsl)."""
-    query: str = ""
-    inputs: dict[str, Any] = field(default_factory=dict)
-    files: list[InputFileData] = field(default_factory=list)
-    session_id: str = ""
-    user_id: str = ""
-    request_id: str = ""
-    resume_run_id: str = ""
-    """Resume this paused run (a run without a session, or its session's paused run)."""
-    webhook_payload: dict[str, Any] | None = None
-    """The HTTP request that fired a webhook-mode Begin (Begin reads it from the run's spec)."""
-    dsl_key: bytes = b""
-    """A canonical encoding of the inline DSL (equal keys mean equal DSLs), or b"": lets a client that
-    sends the same inline DSL with every run skip its decoding, load and validation after the first."""
-    decode_dsl: Callable[[], dict[str, Any]] | None = None
-    """The inline DSL on demand, in place of `dsl`, for an adapter that holds it encoded: called only
-    when the DSL is loaded (its dsl_key is not cached), so a DSL seen before is not decoded either."""
-
-
 # Inline canvases loaded and validated, by RunRequest.dsl_key (least recently used dropped first):
 # the one cache of inline DSLs. Every run of a client that inlines its DSL would otherwise decode,
 # parse and validate it again (~0.2 ms, the largest Python cost of starting a run). A loaded
@@ -90,17 +56,6 @@ class RunRequest:
 # 128 of the largest allowed DSLs would pin gigabytes; a larger one is loaded per run.
 CANVAS_CACHE_SIZE = 128
 CACHEABLE_DSL_BYTES = 256 * 1024
-
-
-def file_value(item: InputFileData) -> str:
-    """sys.files entry: images as data URLs, text as text, remote files as their URL (spec §2.2)."""
-    if item.url and not item.content:
-        return item.url
-    if item.mime_type.startswith("image/"):
-        return f"data:{item.mime_type};base64,{base64.b64encode(item.content).decode()}"
-    if len(item.content) > MAX_TEXT_FILE_BYTES:
-        raise InvalidArgumentError.for_field("files", f"{item.name or 'file'} is larger than {MAX_TEXT_FILE_BYTES} bytes")
-    return item.content.decode("utf-8", "replace")
 
 
 def _check_begin_inputs(canvas: CanvasSpec, spec: dict[str, Any]) -> None:
@@ -376,7 +331,7 @@ class Orchestrator:
             globals_["sys.query"] = request.query or globals_.get("sys.query", "")
         if request.user_id:
             globals_["sys.user_id"] = request.user_id
-        globals_["sys.files"] = [file_value(f) for f in request.files]  # §7 item 8: current turn only
+        globals_["sys.files"] = [file_value(f) for f in request.files]  # files belong to this turn only, never to the next
         globals_["sys.conversation_turns"] = turns
         globals_["sys.history"] = sessions.history_lines(history + ([{"role": "user", "content": request.query}] if request.query else []))[-self.settings.history_window:]
         globals_["sys.date"] = time.strftime("%Y-%m-%d %H:%M:%S")

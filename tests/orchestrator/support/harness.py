@@ -12,7 +12,8 @@ from services.orchestrator.adapters.memory import InMemoryRunStore
 from services.orchestrator.core.context import Services
 from services.orchestrator.core.events import Event
 from services.orchestrator.core.loop import LoopSettings
-from services.orchestrator.core.orchestrator import Orchestrator, RunRequest
+from services.orchestrator.core.orchestrator import Orchestrator
+from services.orchestrator.core.run_request import RunRequest
 from services.orchestrator.core.runner import Limits
 
 _POOL = ThreadPoolExecutor(max_workers=4)
