@@ -99,14 +99,18 @@ async def test_a_run_that_held_the_turn_and_ended_unrecorded_does_not_block_the_
     orch = make_orchestrator(store, ScriptedLlm())
     try:
         session_id = await new_session(stub, chat_canvas())
-        # A run made under the session's next turn key that ends FAILED without recording its turn.
-        key = sessions.turn_request_id(session_id, 0, [])
-        stray, lease = await store.start_run(RunRecord(id="", spec={"dsl": chat_canvas(), "globals": {}},
-                                                       session_id=session_id), key, "someone", 15000)
-        await store.commit(stray.id, lease.token, [], [Event(WORKFLOW_FINISHED, {"status": int(RunStatus.FAILED)})],
-                           status=RunStatus.FAILED)
+        # Runs made one after another under the session's next turn key, each ending FAILED without recording
+        # its turn: more of them than a message's attempts at a contested turn, which they must not use up.
+        strays: list[str] = []
+        for _ in range(6):
+            key = sessions.turn_request_id(session_id, 0, strays)
+            stray, lease = await store.start_run(RunRecord(id="", spec={"dsl": chat_canvas(), "globals": {}},
+                                                           session_id=session_id), key, "someone", 15000)
+            await store.commit(stray.id, lease.token, [], [Event(WORKFLOW_FINISHED, {"status": int(RunStatus.FAILED)})],
+                               status=RunStatus.FAILED)
+            strays.append(stray.id)
         run = await orch.start_run(RunRequest(session_id=session_id, query="hello"))
-        assert run.id != stray.id
+        assert run.id not in strays
         assert finished(await drain(orch, run.id))["status"] == RunStatus.SUCCEEDED
         assert (await store.get_session(session_id)).conversation_turns == 1
     finally:

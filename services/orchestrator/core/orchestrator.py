@@ -147,13 +147,21 @@ class Orchestrator:
 
     async def start_run(self, request: RunRequest, tenant_id: str = "", user_id: str = "") -> RunRecord:
         passed_over: list[str] = []
-        for _ in range(_TURN_ATTEMPTS):
+        contested = 0
+        while True:
             try:
                 return await self._start_run(request, tenant_id, user_id, passed_over)
             except _TurnMovedOn as moved:
-                if moved.unrecorded_run_id:
+                # Moving past a run that ended without its turn is progress (there are finitely many such runs),
+                # so only the races that gain nothing count against the attempts: else runs that ended unrecorded
+                # (cancelled while pending, unloadable) would block the session's next message for good.
+                if moved.unrecorded_run_id and moved.unrecorded_run_id not in passed_over:
                     passed_over.append(moved.unrecorded_run_id)
-        raise AbortedError(f"session {request.session_id}: its turns keep changing; retry", reason="TURN_IN_PROGRESS")
+                    continue
+                contested += 1
+                if contested >= _TURN_ATTEMPTS:
+                    raise AbortedError(f"session {request.session_id}: its turns keep changing; retry",
+                                       reason="TURN_IN_PROGRESS") from None
 
     async def _start_run(self, request: RunRequest, tenant_id: str, user_id: str, passed_over: list[str]) -> RunRecord:
         session = None
