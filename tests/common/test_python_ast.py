@@ -1,11 +1,15 @@
 """Untrusted Python text: every way a parse can fail surfaces as UnparsablePython, never as a crash."""
 
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 
 from services.common.python_ast import UnparsablePython, literal, parse_module
 
+ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = {
     "deep attribute chain (RecursionError)": "x" + ".a" * 100_000,
     "deep unary chain (MemoryError in the parser)": "not " * 100_000 + "x",
@@ -42,3 +46,10 @@ def test_parsing_from_many_threads_gives_every_caller_its_own_answer():
     for thread in threads:
         thread.join()
     assert results == {i: [i, {"k": i}] for i in range(8)}
+
+
+def test_importing_the_services_serialises_every_parse_in_the_process():
+    # traceback formatting parses too (its carets, through ast.parse), in whatever thread logs: the same lock
+    probe = "import ast, services; print(ast.parse.__module__, ast.literal_eval('[1]'))"
+    shown = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert shown.stdout.split() == ["services.common.python_ast", "[1]"]
