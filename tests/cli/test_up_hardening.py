@@ -15,8 +15,9 @@ import pytest
 
 from tests.cli.test_cli_robustness import LOOPBACK, descendants, free_ports, gone, kill_tree, wait_for_line
 
-SERVICES = ("canvas_store", "orchestrator", "llm_gateway", "sandbox")
-SECTIONS = {"canvas_store": "store", "orchestrator": "orchestrator", "llm_gateway": "gateway", "sandbox": "sandbox"}
+SERVICES = ("canvas_store", "orchestrator", "llm_gateway", "sandbox", "http_api")
+SECTIONS = {"canvas_store": "store", "orchestrator": "orchestrator", "llm_gateway": "gateway", "sandbox": "sandbox",
+            "http_api": "http"}
 PLANTED = ("secrets", "grpc")  # both imported by every service (auth tokens, the server)
 
 
@@ -62,8 +63,9 @@ def test_up_listens_only_on_loopback_ignores_planted_modules_and_names_services_
     workdir = tmp_path / "work"
     workdir.mkdir()
     plant(workdir)
-    ports = free_ports(8)
-    grpc_ports, metrics_ports = dict(zip(SERVICES, ports[:4])), dict(zip(SERVICES, ports[4:]))
+    ports = free_ports(2 * len(SERVICES))
+    grpc_ports = dict(zip(SERVICES, ports[:len(SERVICES)]))  # the HTTP facade's is its HTTP port
+    metrics_ports = dict(zip(SERVICES, ports[len(SERVICES):]))
     config = tmp_path / "config.yaml"
     lines = [f"data_dir: {tmp_path / 'data'}", "addresses:"]
     lines += [f"  {name}: 127.0.0.1:{port}" for name, port in grpc_ports.items()]
@@ -83,7 +85,7 @@ def test_up_listens_only_on_loopback_ignores_planted_modules_and_names_services_
         wait_for_line(log, "press Ctrl-C to stop", process, 180)
         children = descendants(process.pid)
         listening = listeners_of(children)
-        # Before, the metrics ports listened on 0.0.0.0 while the gRPC ports were on loopback.
+        # the metrics side ports too, not only the services' own
         assert {port for _, port in listening} >= set(grpc_ports.values()) | set(metrics_ports.values()), listening
         assert {address for address, _ in listening} <= LOOPBACK, listening
 
@@ -92,8 +94,7 @@ def test_up_listens_only_on_loopback_ignores_planted_modules_and_names_services_
         out, err = run.communicate(timeout=120)
         assert run.returncode == 0, err.decode(errors="replace")
         assert "echo: hello" in out.decode()
-        # Before, the services ran `python -m` in this directory and imported both (every RunCanvas then
-        # failed INTERNAL).
+        # `python -m` in this directory would import both (and every RunCanvas would fail INTERNAL)
         assert sorted(p.name for p in workdir.glob("*.imported")) == []
 
         process.send_signal(signal.SIGTERM)
@@ -103,6 +104,6 @@ def test_up_listens_only_on_loopback_ignores_planted_modules_and_names_services_
         for line in log.read_text(errors="replace").splitlines():
             if line.startswith("{"):
                 services.add(json.loads(line).get("service"))
-        assert services == set(SERVICES), services  # every JSON line can be told apart; before: no field
+        assert services == set(SERVICES), services  # every JSON line names its service
     finally:
         kill_tree(process, children)

@@ -239,6 +239,9 @@ NODE_TOOLS = {
     "CodeExec": {"lang": "python", "script": FAILING_CODE},
 }
 
+NODE_OUTPUT = {"CodeExec": "result", "YahooFinance": "report"}
+"""What the Message shows of tools whose output is not `formalized_content`."""
+
 
 @pytest.mark.parametrize("tool", sorted(NODE_TOOLS))
 async def test_a_tool_node_failing_with_an_echoed_secret_leaks_it_nowhere(stack, tool, captured_logs, finished_spans):
@@ -246,7 +249,7 @@ async def test_a_tool_node_failing_with_an_echoed_secret_leaks_it_nowhere(stack,
     canvas = dsl({
         "begin": {"type": "Begin", "down": ["tool"]},
         "tool": {"type": tool, "params": NODE_TOOLS[tool], "down": ["msg"]},
-        "msg": {"type": "Message", "params": {"content": ["{tool@formalized_content}"]}},
+        "msg": {"type": "Message", "params": {"content": [f"{{tool@{NODE_OUTPUT.get(tool, 'formalized_content')}}}"]}},
     })
     events = await run(stub, canvas)
     final = events[-1].workflow_finished
