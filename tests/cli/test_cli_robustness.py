@@ -111,11 +111,19 @@ def test_run_with_nothing_to_run_is_a_usage_error(data_dir, capsys):
 
 # -- 6. run --resume and the pause hint -----------------------------------------------------------------
 
-def test_a_paused_run_prints_how_to_continue_it_and_resume_continues_it(tmp_path, data_dir, capsys):
+def own_process(*argv: str) -> tuple[int, str, str]:
+    """The CLI in a process of its own, as a user runs it (exit code, stdout, stderr). Booted inside the test
+    process, the embedded stack of these runs hung now and then, idle, in a full suite; alone it never did."""
+    done = subprocess.run([sys.executable, "-m", "services.cli.main", *argv], cwd=ROOT, capture_output=True,
+                          text=True, timeout=240)
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_a_paused_run_prints_how_to_continue_it_and_resume_continues_it(tmp_path, data_dir):
     canvas = tmp_path / "form.json"
     canvas.write_text(json.dumps(form_dsl()))
-    assert main(["run", str(canvas), "--query", "trip", "--embedded"]) == 0  # paused: exit 0
-    err = capsys.readouterr().err
+    code, _, err = own_process("run", str(canvas), "--query", "trip", "--embedded")
+    assert code == 0, err  # paused: exit 0
     hint = [line for line in err.splitlines() if "agent-canvas run --resume" in line]
     assert len(hint) == 1, err
     command = hint[0][hint[0].index("agent-canvas run --resume"):]
@@ -123,12 +131,11 @@ def test_a_paused_run_prints_how_to_continue_it_and_resume_continues_it(tmp_path
     run_id = words[words.index("--resume") + 1]
     assert "--inputs" in words and "instructions" in command
 
-    assert main(["run", "--resume", run_id, "--inputs", '{"instructions": "go east"}', "--embedded"]) == 0
-    out, err = capsys.readouterr()
-    assert "got go east" in out and "SUCCEEDED" in err and "--resume" not in err
+    code, out, err = own_process("run", "--resume", run_id, "--inputs", '{"instructions": "go east"}', "--embedded")
+    assert code == 0 and "got go east" in out and "SUCCEEDED" in err and "--resume" not in err, err
     # A run that is not paused any more cannot be resumed again.
-    assert main(["run", "--resume", run_id, "--inputs", '{"instructions": "x"}', "--embedded"]) == 2
-    assert "error: ABORTED" in capsys.readouterr().err
+    code, _, err = own_process("run", "--resume", run_id, "--inputs", '{"instructions": "x"}', "--embedded")
+    assert code == 2 and "error: ABORTED" in err, err
 
 
 def test_resume_with_a_canvas_source_is_a_usage_error(data_dir, capsys):
@@ -136,11 +143,11 @@ def test_resume_with_a_canvas_source_is_a_usage_error(data_dir, capsys):
     assert capsys.readouterr().err.startswith("error: INVALID_ARGUMENT: ")
 
 
-def test_the_pause_hint_in_json_mode_goes_to_stderr(tmp_path, data_dir, capsys):
+def test_the_pause_hint_in_json_mode_goes_to_stderr(tmp_path, data_dir):
     canvas = tmp_path / "form.json"
     canvas.write_text(json.dumps(form_dsl()))
-    assert main(["run", str(canvas), "--json", "--embedded"]) == 0
-    out, err = capsys.readouterr()
+    code, out, err = own_process("run", str(canvas), "--json", "--embedded")
+    assert code == 0, err
     assert all(json.loads(line) for line in out.splitlines())  # stdout stays one JSON object per line
     assert "agent-canvas run --resume" in err
 
