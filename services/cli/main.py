@@ -23,6 +23,7 @@ none answers, boot it in this process with the embedded defaults.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 import asyncio
 import os
 import signal
@@ -47,24 +48,21 @@ def _port(text: str) -> int:
     return port
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
+def _whole_number(least: int, rule: str) -> Callable[[str], int]:
+    """An argparse type: an integer of at least `least`; `rule` says what it must be, in the error."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{rule}, not {value}")
+        return value
+    return parse
 
 
-def _not_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, not {value}")
-    return value
+_positive = _whole_number(1, "must be at least 1")
+_not_negative = _whole_number(0, "must not be negative")
 
 
 def version_text() -> str:
