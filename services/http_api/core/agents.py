@@ -11,11 +11,10 @@ from services.common import errors
 from services.common.json_text import dump_object, text_or_struct
 from services.http_api.core import views
 from services.http_api.core.known import SESSION_AGENTS
-from services.http_api.core.errors import ApiError, RetCode, argument, data_error, from_domain
+from services.http_api.core.errors import DENIED, ApiError, RetCode, argument, data_error, from_domain
 from services.http_api.core.params import dsl_value, flag, page_params, paginate, sort_rows, text_field, truthy_desc
 
 STORE_PAGE = 100
-DENIED = "Make sure you have permission to access the agent."
 
 
 async def all_pages(fetch, field: str) -> list[Any]:

@@ -17,7 +17,7 @@ from agentcanvas.v1 import common_pb2, orchestrator_pb2
 
 from services.common import errors
 from services.common.structs import to_struct
-from services.http_api.core.errors import ApiError, RetCode, argument, data_error, from_domain
+from services.http_api.core.errors import DENIED, ApiError, RetCode, argument, data_error, from_domain
 from services.http_api.core.events import EventMapper
 from services.http_api.core.known import SESSION_AGENTS
 from services.http_api.core.params import flag
@@ -25,7 +25,6 @@ from services.http_api.core.params import flag
 logger = logging.getLogger(__name__)
 _CANCELS: set[asyncio.Task] = set()
 
-DENIED = "Make sure you have permission to access the agent."
 
 
 @dataclass

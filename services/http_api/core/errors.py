@@ -84,3 +84,6 @@ def from_domain(exc: errors.AgentCanvasError, *, not_found: str = "", denied: st
     if isinstance(exc, errors.UnavailableError):
         return ApiError(RetCode.EXCEPTION_ERROR, _with_reason("a backend service is unavailable", exc), reason=exc.reason or "")
     return ApiError(RetCode.EXCEPTION_ERROR, _with_reason("", exc), reason=exc.reason or "")
+
+DENIED = "Make sure you have permission to access the agent."
+"""RAGFlow's message when an agent is not the caller's (or does not exist): the two are not told apart."""

@@ -17,10 +17,9 @@ from agentcanvas.v1 import common_pb2, orchestrator_pb2
 from services.common import errors
 from services.common.json_text import text_or_struct
 from services.common.structs import from_struct, to_struct
-from services.http_api.core.errors import ApiError, RetCode, data_error, from_domain
+from services.http_api.core.errors import DENIED, ApiError, RetCode, data_error, from_domain
 from services.http_api.core.events import EventMapper, error_text
 
-DENIED = "Make sure you have permission to access the agent."
 PRIVATE_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization", "x-agentcanvas-on-behalf-of"})
 """Never handed to the canvas: the caller's credentials stay out of run specs, events and logs."""
 
